@@ -1,0 +1,30 @@
+# kbit_add_backend(<target> NAME <name> INTERFACES <core 4bit 8bit optim8 ...> SOURCES ...)
+# Builds libkbit_<name>.so the way DESIGN.md §2 requires: hidden visibility, the version scripts of
+# the implemented interfaces from abi/, -Bsymbolic (internal calls never leave the object), no
+# undefined symbols, and a ctest that checks the exported symbols against abi/.
+function(kbit_add_backend target)
+  cmake_parse_arguments(ARG "" "NAME" "INTERFACES;SOURCES" ${ARGN})
+  add_library(${target} SHARED ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME "kbit_${ARG_NAME}"
+    LIBRARY_OUTPUT_DIRECTORY "${KBIT_BACKEND_OUTPUT_DIR}"
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_compile_definitions(${target} PRIVATE KBIT_BUILDING)
+  target_link_libraries(${target} PRIVATE kbit_common)
+  set(maps "")
+  foreach(iface IN LISTS ARG_INTERFACES)
+    set(map "${KBIT_ABI_DIR}/kbit_${iface}.map")
+    target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
+    list(APPEND maps "${map}")
+  endforeach()
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${maps})
+  target_link_options(${target} PRIVATE "LINKER:-Bsymbolic" "LINKER:--no-undefined")
+  if(KBIT_BUILD_TESTS)
+    add_test(NAME abi.exports.${ARG_NAME}
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/abi/check_exports.py
+                     $<TARGET_FILE:${target}> ${ARG_INTERFACES})
+  endif()
+endfunction()

@@ -1,0 +1,718 @@
+/*
+ * kbit_4bit.h — the 4-bit sub-interface: NF4 / FP4 blockwise quantization, dequantization, the 4-bit
+ * GEMV and GEMM of bitsandbytes, and kbit's additions (64-bit sizes with streams, bitsandbytes double
+ * quantization, torchao's NF4Tensor format).
+ *
+ * Functions with bitsandbytes names keep bitsandbytes' parameter types and order and return
+ * kbit_status where bitsandbytes returns void, so existing ctypes callers work unchanged.
+ *
+ * Formats
+ *   - A tensor of n elements is cut into blocks of `blocksize` consecutive elements (row-major,
+ *     flattened); block b has one fp32 scale absmax[b] = max |x| over its valid elements. The last
+ *     block may be partial. Supported blocksizes: 32, 64, 128, 256, 512, 1024, 2048, 4096.
+ *   - Packing: element 2j is the high nibble (bits 7..4) of byte j, element 2j+1 the low nibble.
+ *   - NF4 (KBIT_QUANT_NF4): the 16 QLoRA normal-float levels in ascending order, -1.0 ... 0.0 (index 7)
+ *     ... 1.0. An element y = x / absmax gets the number of decision thresholds it exceeds; the 15
+ *     thresholds are bitsandbytes' decimal literals rounded to fp32 (src/common/kbit_formats.h lists their bits).
+ *   - FP4 (KBIT_QUANT_FP4): bit 3 = sign, bits 2..0 = magnitude code for 0, 1/192, 2/3, 1, 1/3, 1/2,
+ *     1/6, 1/4 (codes 000..111), chosen by bitsandbytes' threshold tree.
+ *   - Quantizers evaluate y = x * (1.0f / absmax) in IEEE fp32 and compare against fixed fp32 literals,
+ *     so every kbit backend produces the same bytes. Dequantizers compute one fp32 product and round
+ *     it to the output type to nearest even.
+ *
+ * Versioning: KBIT_4BIT_VERSION_MAJOR/MINOR below; same major = compatible, minors only append to the
+ * function list in abi/kbit_4bit.def (rules in abi/ABI.md).
+ */
+#ifndef KBIT_4BIT_H
+#define KBIT_4BIT_H
+
+#include "kbit_core.h"
+
+/* ============================================================================================== */
+/* Version                                                                                        */
+/* ============================================================================================== */
+
+/** Major version of the 4-bit interface declared by this header. */
+#define KBIT_4BIT_VERSION_MAJOR 1
+/** Minor version of the 4-bit interface declared by this header. */
+#define KBIT_4BIT_VERSION_MINOR 0
+
+/** Quantization type selector (passed as int32_t); values match bitsandbytes' DATA_TYPE. */
+#define KBIT_QUANT_FP4 1
+/** NF4 quantization type (see KBIT_QUANT_FP4). */
+#define KBIT_QUANT_NF4 2
+
+KBIT_EXTERN_C_BEGIN
+
+/**
+ * Version of the 4-bit interface this backend implements.
+ * @return (KBIT_4BIT_VERSION_MAJOR << 16) | KBIT_4BIT_VERSION_MINOR of the backend's build.
+ * @since 4bit 1.0
+ */
+KBIT_API uint32_t kbit_4bit_interface_version(void);
+
+/* ============================================================================================== */
+/* Blockwise 4-bit quantization (bitsandbytes names)                                              */
+/* ============================================================================================== */
+
+/**
+ * Quantizes `n` fp32 (float) elements to 4-bit FP4 in blocks of `blocksize` consecutive elements
+ * (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_fp32_fp4(
+    float* code, float* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/**
+ * Quantizes `n` fp16 (kbit_half) elements to 4-bit FP4 in blocks of `blocksize` consecutive
+ * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_fp16_fp4(
+    float* code, kbit_half* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/**
+ * Quantizes `n` bf16 (kbit_bf16) elements to 4-bit FP4 in blocks of `blocksize` consecutive
+ * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_bf16_fp4(
+    float* code, kbit_bf16* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/**
+ * Quantizes `n` fp32 (float) elements to 4-bit NF4 in blocks of `blocksize` consecutive elements
+ * (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_fp32_nf4(
+    float* code, float* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/**
+ * Quantizes `n` fp16 (kbit_half) elements to 4-bit NF4 in blocks of `blocksize` consecutive
+ * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_fp16_nf4(
+    float* code, kbit_half* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/**
+ * Quantizes `n` bf16 (kbit_bf16) elements to 4-bit NF4 in blocks of `blocksize` consecutive
+ * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
+ * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
+ * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
+ * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
+ * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
+ * takes a stream and 64-bit sizes.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: n elements (not modified).
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cquantize_blockwise_bf16_nf4(
+    float* code, kbit_bf16* A, float* absmax, unsigned char* out, int blocksize, const int n);
+
+/* ============================================================================================== */
+/* Blockwise 4-bit dequantization (bitsandbytes names)                                            */
+/* ============================================================================================== */
+
+/**
+ * Dequantizes `n` 4-bit FP4 codes to fp32 (float): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_fp32_fp4(
+    float* code, unsigned char* A, float* absmax, float* out, int blocksize, const int n,
+    void* stream);
+
+/**
+ * Dequantizes `n` 4-bit FP4 codes to fp16 (kbit_half): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_fp16_fp4(
+    float* code, unsigned char* A, float* absmax, kbit_half* out, int blocksize, const int n,
+    void* stream);
+
+/**
+ * Dequantizes `n` 4-bit FP4 codes to bf16 (kbit_bf16): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_bf16_fp4(
+    float* code, unsigned char* A, float* absmax, kbit_bf16* out, int blocksize, const int n,
+    void* stream);
+
+/**
+ * Dequantizes `n` 4-bit NF4 codes to fp32 (float): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed NF4 table; `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_fp32_nf4(
+    float* code, unsigned char* A, float* absmax, float* out, int blocksize, const int n,
+    void* stream);
+
+/**
+ * Dequantizes `n` 4-bit NF4 codes to fp16 (kbit_half): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed NF4 table; `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_fp16_nf4(
+    float* code, unsigned char* A, float* absmax, kbit_half* out, int blocksize, const int n,
+    void* stream);
+
+/**
+ * Dequantizes `n` 4-bit NF4 codes to bf16 (kbit_bf16): out[i] = RN(LUT[nibble(i)] * absmax[i /
+ * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
+ * LUT = the fixed NF4 table; `code` is ignored.
+ * @param code       ignored (bitsandbytes passes NULL); may be NULL.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, >= 0.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
+ *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cdequantize_blockwise_bf16_nf4(
+    float* code, unsigned char* A, float* absmax, kbit_bf16* out, int blocksize, const int n,
+    void* stream);
+
+/* ============================================================================================== */
+/* 4-bit GEMV and GEMM (bitsandbytes names)                                                       */
+/* ============================================================================================== */
+
+/**
+ * 4-bit GEMV for one fp32 (float) activation row (bitsandbytes' naive inference kernel): out[r] =
+ * sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
+ * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
+ * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
+ * backend's choosing, rounds the result once to the output type.
+ * @param m          number of output features (weight rows), >= 0.
+ * @param n          unused (bitsandbytes passes 1).
+ * @param k          inner dimension, even, >= 0.
+ * @param A          device memory, in: k elements (only the first row is used).
+ * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
+ * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
+ * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
+ *                   bitsandbytes' quant_state.code); used verbatim.
+ * @param out        device memory, out: m elements.
+ * @param lda        unused.
+ * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
+ * @param ldc        unused.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (m, k > 0), negative
+ *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_inference_naive_fp32(
+    int m, int n, int k, float* A, unsigned char* B, float* absmax, float* datatype, float* out,
+    int lda, int ldb, int ldc, int blocksize, void* stream);
+
+/**
+ * 4-bit GEMV for one fp16 (kbit_half) activation row (bitsandbytes' naive inference kernel): out[r]
+ * = sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
+ * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
+ * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
+ * backend's choosing, rounds the result once to the output type.
+ * @param m          number of output features (weight rows), >= 0.
+ * @param n          unused (bitsandbytes passes 1).
+ * @param k          inner dimension, even, >= 0.
+ * @param A          device memory, in: k elements (only the first row is used).
+ * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
+ * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
+ * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
+ *                   bitsandbytes' quant_state.code); used verbatim.
+ * @param out        device memory, out: m elements.
+ * @param lda        unused.
+ * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
+ * @param ldc        unused.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (m, k > 0), negative
+ *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_inference_naive_fp16(
+    int m, int n, int k, kbit_half* A, unsigned char* B, float* absmax, float* datatype,
+    kbit_half* out, int lda, int ldb, int ldc, int blocksize, void* stream);
+
+/**
+ * 4-bit GEMV for one bf16 (kbit_bf16) activation row (bitsandbytes' naive inference kernel): out[r]
+ * = sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
+ * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
+ * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
+ * backend's choosing, rounds the result once to the output type.
+ * @param m          number of output features (weight rows), >= 0.
+ * @param n          unused (bitsandbytes passes 1).
+ * @param k          inner dimension, even, >= 0.
+ * @param A          device memory, in: k elements (only the first row is used).
+ * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
+ * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
+ * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
+ *                   bitsandbytes' quant_state.code); used verbatim.
+ * @param out        device memory, out: m elements.
+ * @param lda        unused.
+ * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
+ * @param ldc        unused.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (m, k > 0), negative
+ *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_inference_naive_bf16(
+    int m, int n, int k, kbit_bf16* A, unsigned char* B, float* absmax, float* datatype,
+    kbit_bf16* out, int lda, int ldb, int ldc, int blocksize, void* stream);
+
+/**
+ * Fused 4-bit GEMM with fp32 (float) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
+ * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
+ * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
+ * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
+ * in fp32 in an order of the backend's choosing.
+ * @param A             device memory, in: M * K elements.
+ * @param B             device memory, in: N * K / 2 packed bytes.
+ * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
+ *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
+ *                      (bitsandbytes' state2.absmax).
+ * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
+ * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
+ * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
+ * @param out           device memory, out: M * N elements.
+ * @param bias          device memory, in: N elements, or NULL for no bias.
+ * @param M             rows of A, >= 0.
+ * @param N             output features, >= 0.
+ * @param K             inner dimension, even, >= 0.
+ * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param quant_type    1 = FP4, any other value = NF4 (bitsandbytes passes 2).
+ * @param stream        stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL required pointer, negative
+ *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_fp32(
+    const float* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+    const float* absmax_code, const float* absmax_offset, float* out, const float* bias, int M,
+    int N, int K, int blocksize, int quant_type, void* stream);
+
+/**
+ * Fused 4-bit GEMM with fp16 (kbit_half) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
+ * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
+ * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
+ * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
+ * in fp32 in an order of the backend's choosing.
+ * @param A             device memory, in: M * K elements.
+ * @param B             device memory, in: N * K / 2 packed bytes.
+ * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
+ *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
+ *                      (bitsandbytes' state2.absmax).
+ * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
+ * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
+ * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
+ * @param out           device memory, out: M * N elements.
+ * @param bias          device memory, in: N elements, or NULL for no bias.
+ * @param M             rows of A, >= 0.
+ * @param N             output features, >= 0.
+ * @param K             inner dimension, even, >= 0.
+ * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param quant_type    1 = FP4, any other value = NF4 (bitsandbytes passes 2).
+ * @param stream        stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL required pointer, negative
+ *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_fp16(
+    const kbit_half* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+    const float* absmax_code, const float* absmax_offset, kbit_half* out, const kbit_half* bias,
+    int M, int N, int K, int blocksize, int quant_type, void* stream);
+
+/**
+ * Fused 4-bit GEMM with bf16 (kbit_bf16) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
+ * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
+ * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
+ * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
+ * in fp32 in an order of the backend's choosing.
+ * @param A             device memory, in: M * K elements.
+ * @param B             device memory, in: N * K / 2 packed bytes.
+ * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
+ *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
+ *                      (bitsandbytes' state2.absmax).
+ * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
+ * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
+ * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
+ * @param out           device memory, out: M * N elements.
+ * @param bias          device memory, in: N elements, or NULL for no bias.
+ * @param M             rows of A, >= 0.
+ * @param N             output features, >= 0.
+ * @param K             inner dimension, even, >= 0.
+ * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param quant_type    1 = FP4, any other value = NF4 (bitsandbytes passes 2).
+ * @param stream        stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL required pointer, negative
+ *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status cgemm_4bit_bf16(
+    const kbit_bf16* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+    const float* absmax_code, const float* absmax_offset, kbit_bf16* out, const kbit_bf16* bias,
+    int M, int N, int K, int blocksize, int quant_type, void* stream);
+
+/* ============================================================================================== */
+/* kbit additions: 64-bit sizes and streams for every quantizer                                   */
+/* ============================================================================================== */
+
+/**
+ * Same as cquantize_blockwise_<dtype>_<quant_type> with 64-bit sizes and an explicit stream.
+ * @param quant_type KBIT_QUANT_FP4 or KBIT_QUANT_NF4.
+ * @param dtype      KBIT_DTYPE_FP32, KBIT_DTYPE_FP16 or KBIT_DTYPE_BF16: the element type of A.
+ * @param A          device memory, in: n elements of dtype.
+ * @param absmax     device memory, out: ceil(n / blocksize) floats.
+ * @param out        device memory, out: (n + 1) / 2 packed bytes.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, 0 <= n <= 2^62.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, n out of
+ *         range, unknown quant_type or dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_quantize_4bit(
+    int32_t quant_type, int32_t dtype, const void* A, float* absmax, uint8_t* out,
+    int64_t blocksize, int64_t n, void* stream);
+
+/**
+ * Same as cdequantize_blockwise_<dtype>_<quant_type> with 64-bit sizes.
+ * @param quant_type KBIT_QUANT_FP4 or KBIT_QUANT_NF4.
+ * @param dtype      KBIT_DTYPE_FP32, KBIT_DTYPE_FP16 or KBIT_DTYPE_BF16: the element type of out.
+ * @param A          device memory, in: (n + 1) / 2 packed bytes.
+ * @param absmax     device memory, in: ceil(n / blocksize) floats.
+ * @param out        device memory, out: n elements of dtype.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param n          number of elements, 0 <= n <= 2^62.
+ * @param stream     stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, n out of
+ *         range, unknown quant_type or dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_dequantize_4bit(
+    int32_t quant_type, int32_t dtype, const uint8_t* A, const float* absmax, void* out,
+    int64_t blocksize, int64_t n, void* stream);
+
+/* ============================================================================================== */
+/* kbit additions: bitsandbytes double quantization (nested absmax)                               */
+/* ============================================================================================== */
+
+/**
+ * bitsandbytes double quantization of 4-bit block scales (compress_statistics=True): offset =
+ * mean(absmax) (fp32 result of a double-precision sum), then the centred scales absmax[b] - offset
+ * are quantized with the blockwise 8-bit quantizer (nearest code of `code`, midpoint ties to the
+ * even index, as kbit_8bit.h) in blocks of nested_blocksize. Produces exactly the tensors a
+ * transformers bnb-4bit checkpoint stores: weight.absmax (uint8 codes), nested_absmax,
+ * nested_quant_map (= code) and nested_offset.
+ * @param absmax           device memory, in: `blocks` fp32 block scales from a 4-bit quantizer.
+ * @param code             device memory, in: 256 ascending floats (bitsandbytes passes the signed
+ *                         dynamic map, see kbit_8bit.h); used verbatim, never written.
+ * @param qabsmax          device memory, out: `blocks` uint8 codes.
+ * @param nested_absmax    device memory, out: ceil(blocks / nested_blocksize) floats.
+ * @param offset           device memory, out: one float, the mean that was subtracted.
+ * @param blocks           number of scales, >= 0.
+ * @param nested_blocksize 32, 64, ..., 4096 (bitsandbytes uses 256).
+ * @param stream           stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with blocks > 0, blocks < 0,
+ *         another nested_blocksize); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_nested_absmax_quantize(
+    const float* absmax, const float* code, uint8_t* qabsmax, float* nested_absmax, float* offset,
+    int64_t blocks, int64_t nested_blocksize, void* stream);
+
+/**
+ * Restores 4-bit block scales from bitsandbytes' nested form: absmax[b] = (code[qabsmax[b]] *
+ * nested_absmax[b / nested_blocksize]) + offset, as two separately rounded fp32 operations
+ * (bit-exact with bitsandbytes' dequantize_blockwise followed by += offset).
+ * @param qabsmax          device memory, in: `blocks` uint8 codes (checkpoint key weight.absmax).
+ * @param code             device memory, in: 256 floats (checkpoint key weight.nested_quant_map).
+ * @param nested_absmax    device memory, in: ceil(blocks / nested_blocksize) floats
+ *                         (checkpoint key weight.nested_absmax).
+ * @param offset           host value: the quant_state JSON field nested_offset.
+ * @param absmax           device memory, out: `blocks` floats.
+ * @param blocks           number of scales, >= 0.
+ * @param nested_blocksize 32, 64, ..., 4096 (the JSON field nested_blocksize, 256 in bitsandbytes).
+ * @param stream           stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with blocks > 0, blocks < 0,
+ *         another nested_blocksize); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_nested_absmax_dequantize(
+    const uint8_t* qabsmax, const float* code, const float* nested_absmax, float offset,
+    float* absmax, int64_t blocks, int64_t nested_blocksize, void* stream);
+
+/* ============================================================================================== */
+/* kbit additions: torchao NF4Tensor format                                                       */
+/* ============================================================================================== */
+
+/**
+ * Quantizes a fp32 (float) tensor to torchao's NF4Tensor format, computing in fp32 exactly as
+ * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
+ * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
+ * scaler_block_size scalers; each element the nearest of torchao's 16-entry fp32 NF4 table to w /
+ * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
+ * @param w                   device memory, in: n elements.
+ * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
+ * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
+ * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
+ *                            (torchao `quantization_factor`).
+ * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
+ * @param n                   number of elements: n % block_size == 0,
+ *                            (n / block_size) % scaler_block_size == 0.
+ * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
+ * @param scaler_block_size   scalers per quantization factor, > 0 (torchao default 256).
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_fp32(
+    const float* w, uint8_t* quantized_data, int8_t* quantized_scalers, float* quantization_factor,
+    float* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
+
+/**
+ * Quantizes a fp16 (kbit_half) tensor to torchao's NF4Tensor format, computing in fp16 exactly as
+ * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
+ * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
+ * scaler_block_size scalers; each element the nearest of torchao's 16-entry fp16 NF4 table to w /
+ * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
+ * @param w                   device memory, in: n elements.
+ * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
+ * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
+ * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
+ *                            (torchao `quantization_factor`).
+ * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
+ * @param n                   number of elements: n % block_size == 0,
+ *                            (n / block_size) % scaler_block_size == 0.
+ * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
+ * @param scaler_block_size   scalers per quantization factor, > 0 (torchao default 256).
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_fp16(
+    const kbit_half* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+    kbit_half* quantization_factor, kbit_half* scaler_mean, int64_t n, int64_t block_size,
+    int64_t scaler_block_size, void* stream);
+
+/**
+ * Quantizes a bf16 (kbit_bf16) tensor to torchao's NF4Tensor format, computing in bf16 exactly as
+ * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
+ * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
+ * scaler_block_size scalers; each element the nearest of torchao's 16-entry bf16 NF4 table to w /
+ * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
+ * @param w                   device memory, in: n elements.
+ * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
+ * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
+ * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
+ *                            (torchao `quantization_factor`).
+ * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
+ * @param n                   number of elements: n % block_size == 0,
+ *                            (n / block_size) % scaler_block_size == 0.
+ * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
+ * @param scaler_block_size   scalers per quantization factor, > 0 (torchao default 256).
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_bf16(
+    const kbit_bf16* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+    kbit_bf16* quantization_factor, kbit_bf16* scaler_mean, int64_t n, int64_t block_size,
+    int64_t scaler_block_size, void* stream);
+
+/**
+ * Dequantizes torchao's NF4Tensor inner tensors to fp32 (float), in fp32 arithmetic as torchao
+ * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
+ * @param quantized_data      device memory, in: n / 2 packed bytes.
+ * @param quantized_scalers   device memory, in: n / block_size int8.
+ * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
+ * @param scaler_mean         device memory, in: one value.
+ * @param out                 device memory, out: n elements.
+ * @param n                   number of elements (same constraints as the quantizer).
+ * @param block_size          elements per first-level block, even, > 0.
+ * @param scaler_block_size   scalers per quantization factor, > 0.
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp32(
+    const uint8_t* quantized_data, const int8_t* quantized_scalers,
+    const float* quantization_factor, const float* scaler_mean, float* out, int64_t n,
+    int64_t block_size, int64_t scaler_block_size, void* stream);
+
+/**
+ * Dequantizes torchao's NF4Tensor inner tensors to fp16 (kbit_half), in fp16 arithmetic as torchao
+ * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
+ * @param quantized_data      device memory, in: n / 2 packed bytes.
+ * @param quantized_scalers   device memory, in: n / block_size int8.
+ * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
+ * @param scaler_mean         device memory, in: one value.
+ * @param out                 device memory, out: n elements.
+ * @param n                   number of elements (same constraints as the quantizer).
+ * @param block_size          elements per first-level block, even, > 0.
+ * @param scaler_block_size   scalers per quantization factor, > 0.
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp16(
+    const uint8_t* quantized_data, const int8_t* quantized_scalers,
+    const kbit_half* quantization_factor, const kbit_half* scaler_mean, kbit_half* out, int64_t n,
+    int64_t block_size, int64_t scaler_block_size, void* stream);
+
+/**
+ * Dequantizes torchao's NF4Tensor inner tensors to bf16 (kbit_bf16), in bf16 arithmetic as torchao
+ * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
+ * @param quantized_data      device memory, in: n / 2 packed bytes.
+ * @param quantized_scalers   device memory, in: n / block_size int8.
+ * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
+ * @param scaler_mean         device memory, in: one value.
+ * @param out                 device memory, out: n elements.
+ * @param n                   number of elements (same constraints as the quantizer).
+ * @param block_size          elements per first-level block, even, > 0.
+ * @param scaler_block_size   scalers per quantization factor, > 0.
+ * @param stream              stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
+ *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.0
+ */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(
+    const uint8_t* quantized_data, const int8_t* quantized_scalers,
+    const kbit_bf16* quantization_factor, const kbit_bf16* scaler_mean, kbit_bf16* out, int64_t n,
+    int64_t block_size, int64_t scaler_block_size, void* stream);
+
+KBIT_EXTERN_C_END
+
+#endif /* KBIT_4BIT_H */

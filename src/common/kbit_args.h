@@ -1,0 +1,83 @@
+// kbit_args.h — argument checks with uniform messages, shared by every backend's entry points.
+// A chain of checks records the first failure as the thread's error; status() returns it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kbit_error.h"
+#include "kbit_formats.h"
+
+namespace kbit {
+
+class Args {
+public:
+    explicit Args(const char* fn) : fn_(fn) {}
+
+    const char* fn() const { return fn_; }
+    bool ok() const { return status_ == KBIT_STATUS_SUCCESS; }
+    kbit_status status() const { return status_; }
+
+    Args& not_null(const char* name, const void* p) {
+        if (ok() && p == nullptr) fail("%s is NULL", name);
+        return *this;
+    }
+    Args& nonneg(const char* name, int64_t v) {
+        if (ok() && v < 0) fail("%s is %lld, must be >= 0", name, static_cast<long long>(v));
+        return *this;
+    }
+    Args& positive(const char* name, int64_t v) {
+        if (ok() && v <= 0) fail("%s is %lld, must be > 0", name, static_cast<long long>(v));
+        return *this;
+    }
+    Args& at_most(const char* name, int64_t v, int64_t max) {
+        if (ok() && v > max)
+            fail("%s is %lld, must be <= %lld", name, static_cast<long long>(v),
+                 static_cast<long long>(max));
+        return *this;
+    }
+    Args& blocksize(const char* name, int64_t b) {
+        if (ok() && !is_supported_blocksize(b))
+            fail("%s %lld is not one of %s", name, static_cast<long long>(b), kBlocksizeList);
+        return *this;
+    }
+    Args& blocksize(int64_t b) { return blocksize("blocksize", b); }
+    Args& dtype(int32_t d) {
+        if (ok() && d != KBIT_DTYPE_FP32 && d != KBIT_DTYPE_FP16 && d != KBIT_DTYPE_BF16)
+            fail("dtype %d is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)",
+                 static_cast<int>(d));
+        return *this;
+    }
+    Args& quant_type(int32_t q) {
+        if (ok() && q != static_cast<int32_t>(QuantType::FP4) && q != static_cast<int32_t>(QuantType::NF4))
+            fail("quant_type %d is not KBIT_QUANT_FP4 (1) or KBIT_QUANT_NF4 (2)", static_cast<int>(q));
+        return *this;
+    }
+    Args& finite_nonneg(const char* name, float v) {
+        if (ok() && !(v >= 0.0f && std::isfinite(v))) fail("%s is %g, must be finite and >= 0", name, static_cast<double>(v));
+        return *this;
+    }
+    // Any other condition: `cond` must hold, else the formatted message is recorded.
+    template <class... A>
+    Args& require(bool cond, const char* fmt, A... args) {
+        if (ok() && !cond) fail(fmt, args...);
+        return *this;
+    }
+
+private:
+    template <class... A>
+    void fail(const char* fmt, A... args) {
+        status_ = set_error(KBIT_STATUS_INVALID_ARGUMENT, fn_, fmt, args...);
+    }
+    // Silences -Wformat-security for messages without arguments.
+    void fail(const char* msg) { status_ = set_error(KBIT_STATUS_INVALID_ARGUMENT, fn_, "%s", msg); }
+
+    const char* fn_;
+    kbit_status status_ = KBIT_STATUS_SUCCESS;
+};
+
+// Largest element count the kbit_-prefixed 64-bit functions accept (keeps byte offsets and
+// 2*n nibble arithmetic far from int64 overflow).
+constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+}  // namespace kbit

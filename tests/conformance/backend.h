@@ -1,0 +1,101 @@
+// backend.h — the backend under test, opened once by main() from --backend, and typed access to its
+// functions (tables generated from abi/*.def) and to its device memory.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kbit/kbit.h"
+
+namespace kbit_test {
+
+#define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
+struct CoreFns {
+#include "kbit_core.def"
+};
+struct Fns4bit {
+#include "kbit_4bit.def"
+};
+struct Fns8bit {
+#include "kbit_8bit.def"
+};
+struct FnsOptim8 {
+#include "kbit_optim8.def"
+};
+#undef KBIT_FN
+
+struct Backend {
+    std::string spec;  // what --backend named
+    std::string path;  // file that was opened
+    uint32_t core_version = 0, v4bit = 0, v8bit = 0, voptim8 = 0;  // 0 = interface absent
+    CoreFns core;
+    Fns4bit b4;
+    Fns8bit b8;
+    FnsOptim8 o8;
+    bool has_4bit() const { return v4bit != 0; }
+    bool has_8bit() const { return v8bit != 0; }
+    bool has_optim8() const { return voptim8 != 0; }
+};
+
+// Opens the backend named by `spec` (a name such as "cpu" or a path to a .so); false + message on
+// failure. Called once by main().
+bool open_backend(const std::string& spec, std::string* error);
+const Backend& backend();
+
+// Fails the current test unless `status` is KBIT_STATUS_SUCCESS, showing the backend's message.
+void require_ok(kbit_status status, const char* what);
+
+// Device memory of the backend under test holding `n` elements of T.
+template <class T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(size_t n) : n_(n) { ptr_ = static_cast<T*>(allocate(n * sizeof(T))); }
+    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { release(ptr_); }
+
+    T* get() const { return ptr_; }
+    size_t size() const { return n_; }
+    void upload(const std::vector<T>& host) { copy_to_device(ptr_, host.data(), host.size() * sizeof(T)); }
+    std::vector<T> download() const {
+        std::vector<T> host(n_);
+        copy_to_host(host.data(), ptr_, n_ * sizeof(T));
+        return host;
+    }
+    // Fills every byte with `byte` (a sentinel for "nothing was written" checks).
+    void fill_bytes(uint8_t byte) {
+        std::vector<uint8_t> pattern(n_ * sizeof(T), byte);
+        copy_to_device(ptr_, pattern.data(), pattern.size());
+    }
+    std::vector<uint8_t> bytes() const {
+        std::vector<uint8_t> host(n_ * sizeof(T));
+        copy_to_host(host.data(), ptr_, host.size());
+        return host;
+    }
+
+private:
+    static void* allocate(size_t bytes);
+    static void release(void* p);
+    static void copy_to_device(void* dst, const void* src, size_t bytes);
+    static void copy_to_host(void* dst, const void* src, size_t bytes);
+    T* ptr_ = nullptr;
+    size_t n_ = 0;
+};
+
+void* device_allocate(size_t bytes);
+void device_release(void* p);
+void device_copy(void* dst, const void* src, size_t bytes, int32_t kind);
+
+template <class T> void* DeviceBuffer<T>::allocate(size_t bytes) { return device_allocate(bytes); }
+template <class T> void DeviceBuffer<T>::release(void* p) { device_release(p); }
+template <class T> void DeviceBuffer<T>::copy_to_device(void* d, const void* s, size_t b) {
+    device_copy(d, s, b, KBIT_MEMCPY_HOST_TO_DEVICE);
+}
+template <class T> void DeviceBuffer<T>::copy_to_host(void* d, const void* s, size_t b) {
+    device_copy(d, s, b, KBIT_MEMCPY_DEVICE_TO_HOST);
+}
+
+}  // namespace kbit_test
