@@ -1,0 +1,100 @@
+// testutil.h — data generators and assertion helpers shared by the conformance tests.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "backend.h"
+#include "kbit_half.h"
+
+namespace kbit_test {
+
+// n normally distributed floats (deterministic for a seed).
+inline std::vector<float> normal_floats(size_t n, uint32_t seed, float stddev = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+// Converts fp32 values to an element type with one round-to-nearest-even step.
+template <class T>
+std::vector<T> to_elems(const std::vector<float>& v) {
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::store(v[i]);
+    return out;
+}
+
+template <class T>
+std::vector<float> to_floats(const std::vector<T>& v) {
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::load(v[i]);
+    return out;
+}
+
+// Bit pattern of any 1/2/4-byte element (for exact comparisons that treat NaN payloads and signed
+// zeros as data).
+template <class T>
+uint32_t bits_of(const T& x) {
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof(T));
+    return u;
+}
+
+// Index of the first element whose bits differ, or -1.
+template <class T>
+long first_bit_difference(const std::vector<T>& a, const std::vector<T>& b) {
+    if (a.size() != b.size()) return 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (bits_of(a[i]) != bits_of(b[i])) return static_cast<long>(i);
+    return -1;
+}
+
+// CHECKs that `status` is KBIT_STATUS_INVALID_ARGUMENT and the backend's message is `message`.
+inline void check_invalid(kbit_status status, const std::string& message) {
+    const auto& c = backend().core;
+    INFO("expected: " << message);
+    CHECK(std::string(c.kbit_status_string(status)) == "KBIT_STATUS_INVALID_ARGUMENT");
+    CHECK(std::string(c.kbit_last_error_message()) == message);
+}
+
+// bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), evaluated in fp32 the
+// way current torch CPU builds evaluate it (unfused linspace): 256 ascending values.
+inline std::vector<float> dynamic_map(bool is_signed) {
+    std::vector<float> data;
+    for (int d = 0; d <= 6; ++d) {
+        const int F = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
+        const float h = (1.0f - 0.1f) / static_cast<float>(F - 1);
+        std::vector<float> b(F);
+        for (int i = 0; i < F; ++i) {
+            if (i < F / 2) {
+                const float step = h * static_cast<float>(i);
+                b[i] = 0.1f + step;
+            } else {
+                const float step = h * static_cast<float>(F - 1 - i);
+                b[i] = 1.0f - step;
+            }
+        }
+        const float scale = static_cast<float>(std::pow(10.0, d - 6));
+        for (int i = 0; i + 1 < F; ++i) {
+            const float sum = b[i] + b[i + 1];
+            const float mean = sum / 2.0f;
+            data.push_back(scale * mean);
+            if (is_signed) data.push_back(-(scale * mean));
+        }
+    }
+    data.push_back(0.0f);
+    data.push_back(1.0f);
+    std::sort(data.begin(), data.end());
+    return data;
+}
+
+}  // namespace kbit_test
