@@ -1,0 +1,166 @@
+// The core interface of libkbit_cuda.so: identity, probe, errors and device memory.
+//
+// The CUDA runtime is linked statically and loads the driver (libcuda.so.1) itself, so this library
+// loads on any Linux machine; without a driver or a device kbit_backend_probe() returns 0 and
+// kbit_backend_info() says why. Probing only counts devices and reads attributes: it creates no
+// context and allocates nothing.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda_check.h"
+#include "kbit/kbit_core.h"
+#include "kbit_error.h"
+
+namespace {
+
+// Architectures this build has code for (from cmake/KbitCuda.cmake), e.g. "75,80,90" and "120".
+bool listed(const char* csv, int arch, bool ptx) {
+    const char* p = csv;
+    while (*p != '\0') {
+        const int a = std::atoi(p);
+        if (ptx ? a <= arch : (a / 10 == arch / 10 && a <= arch)) return true;
+        p = std::strchr(p, ',');
+        if (p == nullptr) break;
+        ++p;
+    }
+    return false;
+}
+
+// Machine code for sm_XY runs on X.Z with Z >= Y; PTX for compute_XY is JIT-compiled for >= X.Y.
+bool can_run_on(int major, int minor) {
+    const int arch = major * 10 + minor;
+    return listed(KBIT_CUDA_SASS_CSV, arch, false) || listed(KBIT_CUDA_PTX_CSV, arch, true);
+}
+
+struct Probe {
+    int score = 0;
+    std::string info;
+};
+
+std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+Probe probe_device() {
+    Probe p;
+    const std::string built = std::string("kernels for sm_") + KBIT_CUDA_SASS_CSV +
+                              (KBIT_CUDA_PTX_CSV[0] != '\0' ? std::string(" + PTX compute_") + KBIT_CUDA_PTX_CSV : "");
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        const char* hint = err == cudaErrorInsufficientDriver
+                               ? "; no NVIDIA driver (libcuda.so.1) was found, or it is older than this CUDA runtime"
+                               : "";
+        p.info = std::string("CUDA backend unavailable: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err) +
+                 hint + " (" + built + ")";
+        return p;
+    }
+    if (count == 0) {
+        p.info = "CUDA backend unavailable: no CUDA device (" + built + ")";
+        return p;
+    }
+    int device = 0, major = 0, minor = 0, sms = 0, driver = 0, runtime = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        const cudaError_t e = cudaGetLastError();
+        p.info = std::string("CUDA backend unavailable: cannot query device: ") + cudaGetErrorString(e);
+        return p;
+    }
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    char line[512];
+    std::snprintf(line, sizeof line, "%s, sm_%d%d, %d SMs, %.0f GiB, driver %s, runtime %s, %d device%s; %s",
+                  prop.name, major, minor, sms, static_cast<double>(prop.totalGlobalMem) / (1u << 30),
+                  version_string(driver).c_str(), version_string(runtime).c_str(), count, count == 1 ? "" : "s",
+                  built.c_str());
+    p.info = line;
+    if (!can_run_on(major, minor)) {
+        p.info += "; CUDA backend unavailable: no code for sm_" + std::to_string(major * 10 + minor) +
+                  " (rebuild with -DKBIT_CUDA_ARCHS=" + std::to_string(major * 10 + minor) + ")";
+        return p;
+    }
+    p.score = 100;
+    return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+KBIT_API uint32_t kbit_core_interface_version(void) {
+    return KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR);
+}
+
+KBIT_API int32_t kbit_backend_probe(void) { return probe_device().score; }
+
+KBIT_API const char* kbit_backend_name(void) { return "cuda"; }
+
+KBIT_API const char* kbit_backend_info(void) {
+    static const std::string info = probe_device().info;  // the device current at the first call
+    return info.c_str();
+}
+
+KBIT_API const char* kbit_status_string(kbit_status status) { return kbit::status_name(status); }
+
+KBIT_API const char* kbit_last_error_message(void) { return kbit::last_error_message(); }
+
+KBIT_API kbit_status kbit_device_malloc(void** ptr, size_t bytes) {
+    static const char* fn = "kbit_device_malloc";
+    return kbit::guarded(fn, [&] {
+        if (ptr == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ptr is NULL");
+        if (bytes == 0) {
+            *ptr = nullptr;
+            return KBIT_STATUS_SUCCESS;
+        }
+        void* p = nullptr;
+        char what[64];
+        std::snprintf(what, sizeof what, "cudaMalloc of %zu bytes", bytes);
+        KBIT_CUDA_TRY(fn, what, cudaMalloc(&p, bytes));
+        *ptr = p;
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_device_free(void* ptr) {
+    static const char* fn = "kbit_device_free";
+    return kbit::guarded(fn, [&] {
+        if (ptr == nullptr) return KBIT_STATUS_SUCCESS;
+        KBIT_CUDA_TRY(fn, "cudaFree", cudaFree(ptr));
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32_t kind) {
+    static const char* fn = "kbit_memcpy";
+    return kbit::guarded(fn, [&] {
+        if (kind != KBIT_MEMCPY_HOST_TO_DEVICE && kind != KBIT_MEMCPY_DEVICE_TO_HOST &&
+            kind != KBIT_MEMCPY_DEVICE_TO_DEVICE)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "kind %d is not a KBIT_MEMCPY_* value",
+                                   static_cast<int>(kind));
+        if (bytes == 0) return KBIT_STATUS_SUCCESS;
+        if (dst == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "dst is NULL");
+        if (src == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "src is NULL");
+        // cudaMemcpyDefault lets unified addressing tell host, device and managed memory apart.
+        KBIT_CUDA_TRY(fn, "cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+        // A device-to-device cudaMemcpy does not wait for the copy; the contract is synchronous.
+        if (kind == KBIT_MEMCPY_DEVICE_TO_DEVICE) KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(0));
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_stream_synchronize(void* stream) {
+    static const char* fn = "kbit_stream_synchronize";
+    return kbit::guarded(fn, [&] {
+        KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(kbit::cuda::to_stream(stream)));
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,93 @@
+// cuda_ops.h — the CUDA backend's internal operations, one per exported family, called by the
+// extern "C" entry points (api_*.cpp) after argument validation and by the GPU self-test. Plain
+// C++ (no CUDA types): `stream` is the caller's opaque cudaStream_t. Each returns a kbit_status and
+// reports device failures as "fn: ..." through kbit::set_error. Callers guarantee validated,
+// non-empty arguments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kbit/kbit_4bit.h"
+#include "kbit/kbit_8bit.h"
+#include "kbit_formats.h"
+
+namespace kbit::cuda {
+
+// ---- 4-bit (quantize_4bit.cu, gemm_4bit.cu, nested_absmax.cu, torchao_nf4.cu) -------------------
+kbit_status quantize_4bit(const char* fn, QuantType type, int32_t dtype, const void* A, float* absmax,
+                          uint8_t* out, int64_t blocksize, int64_t n, void* stream);
+kbit_status dequantize_4bit(const char* fn, QuantType type, int32_t dtype, const uint8_t* A,
+                            const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
+
+// out[m][r] = sum_k A[m][k] * W[r][k] (+ bias[r]) for m < M, r < N. Weight element (r, k) is nibble
+// r * row_elems + k of W, whose rows are row_elems / 2 bytes apart; its scale is absmax[flat /
+// blocksize] or, when qabsmax != NULL, code[qabsmax[b]] * absmax[b / 256] + *offset.
+struct Gemm4bitArgs {
+    int32_t dtype;
+    const void* A;
+    const uint8_t* W;
+    int64_t row_elems;
+    const float* absmax;
+    const uint8_t* qabsmax;
+    const float* code;
+    const float* offset;
+    const float* lut;       // device table of 16 floats, or NULL for the built-in table of `type`
+    QuantType type;
+    const void* bias;       // N elements of dtype, or NULL
+    void* out;
+    int M, N, K;
+    int64_t blocksize;
+};
+kbit_status gemm_4bit(const char* fn, const Gemm4bitArgs& args, void* stream);
+
+kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
+                                   float* nested_absmax, float* offset, int64_t blocks,
+                                   int64_t nested_blocksize, void* stream);
+kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
+                                     const float* nested_absmax, float offset, float* absmax, int64_t blocks,
+                                     int64_t nested_blocksize, void* stream);
+
+kbit_status torchao_quantize(const char* fn, int32_t dtype, const void* w, uint8_t* quantized_data,
+                             int8_t* quantized_scalers, void* quantization_factor, void* scaler_mean, int64_t n,
+                             int64_t block_size, int64_t scaler_block_size, void* stream);
+kbit_status torchao_dequantize(const char* fn, int32_t dtype, const uint8_t* quantized_data,
+                               const int8_t* quantized_scalers, const void* quantization_factor,
+                               const void* scaler_mean, void* out, int64_t n, int64_t block_size,
+                               int64_t scaler_block_size, void* stream);
+
+// ---- 8-bit (blockwise_8bit.cu, int8_llm.cu, igemmlt.cpp) -----------------------------------------
+kbit_status quantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const void* A,
+                                    float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream);
+kbit_status dequantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
+                                      const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
+// The centred variant used by nested absmax: quantizes (A[i] - *center) (fp32 only).
+kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, const float* A, const float* center,
+                                            float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
+                                            void* stream);
+
+// LLM.int8 row-wise quantization; with outlier_cols != NULL also the outlier-column flags, and the
+// outlier columns of `out` zeroed when rows > 1 (kbit_int8_vectorwise_quant).
+kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
+                              uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream);
+kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float* rowStats, const float* colStats,
+                                  kbit_half* out, const kbit_half* bias, int64_t rows, int64_t cols, void* stream);
+kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
+                                     const uint8_t* outlier_cols, kbit_half* out, int64_t rows,
+                                     int64_t out_features, int64_t in_features, void* stream);
+
+enum class IgemmltOutput { Int32, Int8, Int8RowScale };
+kbit_context* create_context(const char* fn);
+kbit_status destroy_context(const char* fn, kbit_context* context);
+kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output, int m, int n, int k,
+                    const int8_t* A, const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc,
+                    void* stream);
+
+// ---- paged memory (paged.cu): the optim8 interface's helpers, exported in phase 2 -----------------
+kbit_status get_managed_ptr(const char* fn, size_t bytes, void** ptr);
+kbit_status free_managed_ptr(const char* fn, void* ptr);
+kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device);
+kbit_status fill_fp32(const char* fn, float* A, float value, int64_t n);
+kbit_status fill_uint8(const char* fn, uint8_t* A, uint8_t value, int64_t n);
+
+}  // namespace kbit::cuda
