@@ -1,0 +1,122 @@
+// On a machine without an NVIDIA driver or GPU (the CI machine): libkbit_cuda.so loads, probes 0,
+// explains why, and every call fails with a status and a message instead of crashing or exiting.
+// Exits 77 (skipped) when the machine does have a usable GPU.
+#define CATCH_CONFIG_RUNNER
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "kbit/kbit.h"
+
+namespace {
+
+void* g_lib = nullptr;
+
+template <class F>
+F fn(const char* name) {
+    void* p = dlsym(g_lib, name);
+    REQUIRE(p != nullptr);
+    return reinterpret_cast<F>(p);
+}
+
+std::string last_error() { return fn<const char* (*)()>("kbit_last_error_message")(); }
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+}  // namespace
+
+TEST_CASE("cuda without device: identity and interfaces", "[cuda][no_device]") {
+    CHECK(std::string(fn<const char* (*)()>("kbit_backend_name")()) == "cuda");
+    CHECK(fn<uint32_t (*)()>("kbit_core_interface_version")() ==
+          KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR));
+    CHECK(fn<uint32_t (*)()>("kbit_4bit_interface_version")() ==
+          KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR));
+    CHECK(fn<uint32_t (*)()>("kbit_8bit_interface_version")() ==
+          KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR));
+    CHECK(dlsym(g_lib, "kbit_optim8_interface_version") == nullptr);  // phase 2
+}
+
+TEST_CASE("cuda without device: probe is 0 and info says why", "[cuda][no_device]") {
+    auto probe = fn<int32_t (*)()>("kbit_backend_probe");
+    CHECK(probe() == 0);
+    CHECK(probe() == 0);  // stable, no side effect
+    const std::string info = fn<const char* (*)()>("kbit_backend_info")();
+    INFO(info);
+    CHECK(starts_with(info, "CUDA backend unavailable: "));
+    CHECK(info.find("kernels for sm_") != std::string::npos);
+}
+
+TEST_CASE("cuda without device: memory calls return KBIT_STATUS_DEVICE_ERROR", "[cuda][no_device]") {
+    void* p = reinterpret_cast<void*>(0x1234);
+    CHECK(fn<kbit_status (*)(void**, size_t)>("kbit_device_malloc")(&p, 64) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(p == reinterpret_cast<void*>(0x1234));  // untouched
+    CHECK(starts_with(last_error(), "kbit_device_malloc: cudaMalloc of 64 bytes: cuda"));
+
+    char host[16] = {};
+    auto memcpy_fn = fn<kbit_status (*)(void*, const void*, size_t, int32_t)>("kbit_memcpy");
+    CHECK(memcpy_fn(reinterpret_cast<void*>(0x1000), host, 16, KBIT_MEMCPY_HOST_TO_DEVICE) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "kbit_memcpy: cudaMemcpy: cuda"));
+    CHECK(memcpy_fn(host, host, 0, KBIT_MEMCPY_HOST_TO_DEVICE) == KBIT_STATUS_SUCCESS);  // nothing to do
+
+    CHECK(fn<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "kbit_stream_synchronize: cudaStreamSynchronize: cuda"));
+    CHECK(fn<kbit_status (*)(void*)>("kbit_device_free")(nullptr) == KBIT_STATUS_SUCCESS);
+}
+
+TEST_CASE("cuda without device: kernel launches fail cleanly and name the function", "[cuda][no_device]") {
+    // Device pointers are never dereferenced on the host; the launch itself fails.
+    auto* A = reinterpret_cast<unsigned char*>(0x10000);
+    auto* absmax = reinterpret_cast<float*>(0x20000);
+    auto* out = reinterpret_cast<float*>(0x30000);
+    auto deq = fn<kbit_status (*)(float*, unsigned char*, float*, float*, int, int, void*)>(
+        "cdequantize_blockwise_fp32_nf4");
+    CHECK(deq(nullptr, A, absmax, out, 64, 1000, nullptr) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cdequantize_blockwise_fp32_nf4: dequantize_4bit_kernel: cuda"));
+
+    auto q8 = fn<kbit_status (*)(float*, float*, float*, unsigned char*, int, int)>("cquantize_blockwise_fp32");
+    CHECK(q8(absmax, out, absmax, A, 256, 1000) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cquantize_blockwise_fp32: quantize_blockwise_kernel (8-bit): cuda"));
+
+    // Repeated failures keep failing the same way (no sticky state, no exit).
+    for (int i = 0; i < 3; ++i) CHECK(deq(nullptr, A, absmax, out, 64, 1000, nullptr) == KBIT_STATUS_DEVICE_ERROR);
+}
+
+TEST_CASE("cuda without device: argument checks need no device", "[cuda][no_device]") {
+    auto q4 = fn<kbit_status (*)(float*, float*, float*, unsigned char*, int, int)>("cquantize_blockwise_fp32_nf4");
+    CHECK(q4(nullptr, nullptr, nullptr, nullptr, 48, 10) == KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(last_error() == "cquantize_blockwise_fp32_nf4: blocksize 48 is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096");
+    CHECK(q4(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);  // empty: nothing touched
+    auto igemm = fn<kbit_status (*)(kbit_context*, int, int, int, const int8_t*, const int8_t*, void*, float*, int, int,
+                                    int, void*)>("cigemmlt_32");
+    CHECK(igemm(nullptr, 4, 4, 4, nullptr, nullptr, nullptr, nullptr, 4, 4, 4, nullptr) == KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(last_error() == "cigemmlt_32: context is NULL");
+}
+
+TEST_CASE("cuda without device: get_context returns NULL with a reason", "[cuda][no_device]") {
+    CHECK(fn<kbit_context* (*)()>("get_context")() == nullptr);
+    CHECK(starts_with(last_error(), "get_context: "));
+    CHECK(fn<kbit_status (*)(kbit_context*)>("kbit_context_destroy")(nullptr) == KBIT_STATUS_SUCCESS);
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s path/to/libkbit_cuda.so [catch options]\n", argv[0]);
+        return 2;
+    }
+    g_lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (g_lib == nullptr) {
+        std::fprintf(stderr, "cannot load %s: %s\n", argv[1], dlerror());
+        return 1;
+    }
+    auto probe = reinterpret_cast<int32_t (*)()>(dlsym(g_lib, "kbit_backend_probe"));
+    if (probe != nullptr && probe() > 0) {
+        std::printf("a usable CUDA device is present; this test is for machines without one (skipped)\n");
+        return 77;
+    }
+    Catch::Session session;
+    if (int rc = session.applyCommandLine(argc - 1, argv + 1)) return rc;
+    return session.run();
+}
