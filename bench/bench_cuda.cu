@@ -1,0 +1,363 @@
+// kbit_bench_cuda — throughput of the CUDA backend's bandwidth-bound kernels beside the device's
+// measured copy bandwidth, as CSV.
+//
+// Each round times the device-to-device copy (cudaMemcpyAsync of 1 GiB, counted as bytes read +
+// written) and then the kernel (the mean over `iters` back-to-back calls through the exported C
+// functions, cycling through enough buffer sets that the working set is 3x the L2 cache), with CUDA
+// events; the row reports the medians over the rounds and pct_copy = median of the per-round ratios.
+//
+// Usage: kbit_bench_cuda [--quick] [--filter TEXT] [--rounds N]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kbit/kbit.h"
+#include "kbit_half.h"
+
+namespace {
+
+struct Options {
+    bool quick = false;
+    std::string filter;
+    int rounds = 5;
+} g_opt;
+
+void die(const char* what, const char* detail) {
+    std::fprintf(stderr, "kbit_bench_cuda: %s: %s\n", what, detail);
+    std::exit(1);
+}
+void cuda_ok(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) die(what, cudaGetErrorString(e));
+}
+void kbit_ok(kbit_status s, const char* what) {
+    if (s != KBIT_STATUS_SUCCESS) die(what, kbit_last_error_message());
+}
+
+void* dmalloc(size_t bytes) {
+    void* p = nullptr;
+    cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+}
+
+// Deterministic pseudo-normal values (Box-Muller on a hash) or random bytes, generated on the GPU.
+__device__ uint32_t hash32(uint64_t i, uint32_t seed) {
+    uint64_t h = (i + seed) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return static_cast<uint32_t>(h >> 32);
+}
+template <class T>
+__global__ void fill_normal_kernel(T* x, int64_t n, uint32_t seed) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+        const float u1 = (hash32(i, seed) + 1.0f) * 0x1p-32f, u2 = hash32(i, seed ^ 0x5bd1e995u) * 0x1p-32f;
+        const float v = sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+        if constexpr (sizeof(T) == 4) x[i] = v;
+        else x[i] = T{static_cast<uint16_t>(std::is_same<T, kbit_half>::value ? kbit::float_to_half(v) : kbit::float_to_bf16(v))};
+    }
+}
+__global__ void fill_bytes_kernel(uint8_t* x, int64_t n, uint32_t seed) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        x[i] = static_cast<uint8_t>(hash32(i, seed));
+}
+__global__ void fill_value_kernel(float* x, int64_t n, float v) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) x[i] = v;
+}
+template <class T> void fill_normal(T* x, int64_t n, uint32_t seed) { fill_normal_kernel<<<4096, 256>>>(x, n, seed); }
+void fill_bytes(void* x, int64_t n, uint32_t seed) { fill_bytes_kernel<<<4096, 256>>>(static_cast<uint8_t*>(x), n, seed); }
+void fill_value(float* x, int64_t n, float v) { fill_value_kernel<<<4096, 256>>>(x, n, v); }
+
+int64_t l2_bytes() {
+    int dev = 0, l2 = 0;
+    cuda_ok(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+    return l2;
+}
+
+// Buffer sets whose total footprint is at least 3x L2 (at least one set).
+int sets_for(double footprint) { return std::max(1, static_cast<int>(std::ceil(3.0 * l2_bytes() / footprint))); }
+
+class CopyProbe {
+public:
+    CopyProbe() : bytes_(size_t{1} << 30) {
+        a_ = dmalloc(bytes_);
+        b_ = dmalloc(bytes_);
+        cuda_ok(cudaMemset(a_, 1, bytes_), "cudaMemset");
+    }
+    ~CopyProbe() {
+        cudaFree(a_);
+        cudaFree(b_);
+    }
+    double gbs() {
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        cuda_ok(cudaMemcpyAsync(b_, a_, bytes_, cudaMemcpyDeviceToDevice), "copy");  // warm
+        cudaEventRecord(e0);
+        for (int i = 0; i < 3; ++i) cuda_ok(cudaMemcpyAsync(i % 2 ? a_ : b_, i % 2 ? b_ : a_, bytes_, cudaMemcpyDeviceToDevice), "copy");
+        cudaEventRecord(e1);
+        cuda_ok(cudaEventSynchronize(e1), "sync");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        return 3.0 * 2.0 * static_cast<double>(bytes_) / (ms * 1e-3) / 1e9;
+    }
+
+private:
+    size_t bytes_;
+    void* a_;
+    void* b_;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Times `run(set)` (one call on buffer set `set`) and prints a CSV row.
+void measure(CopyProbe& copy, const std::string& kernel, const std::string& dtype, const std::string& shape, double bytes,
+             int sets, const std::function<void(int)>& run) {
+    const std::string name = kernel + " " + dtype + " " + shape;
+    if (!g_opt.filter.empty() && name.find(g_opt.filter) == std::string::npos) return;
+    for (int s = 0; s < sets; ++s) run(s);  // warm-up, and the first error
+    cuda_ok(cudaDeviceSynchronize(), kernel.c_str());
+    const int iters = std::max(sets, g_opt.quick ? 4 : 20);
+    std::vector<double> secs, copies, ratios;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < g_opt.rounds; ++r) {
+        const double c = copy.gbs();
+        cudaEventRecord(e0);
+        for (int i = 0; i < iters; ++i) run(i % sets);
+        cudaEventRecord(e1);
+        cuda_ok(cudaEventSynchronize(e1), kernel.c_str());
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        const double t = ms * 1e-3 / iters;
+        secs.push_back(t);
+        copies.push_back(c);
+        ratios.push_back(bytes / t / 1e9 / c);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double t = median(secs);
+    std::printf("%s,%s,%s,%.0f,%.2f,%.1f,%.1f,%.1f\n", kernel.c_str(), dtype.c_str(), shape.c_str(), bytes, t * 1e6,
+                bytes / t / 1e9, median(copies), 100.0 * median(ratios));
+    std::fflush(stdout);
+}
+
+template <class T> const char* dtype_name() { return kbit::Elem<T>::name; }
+
+template <class T>
+void bench_dequantize_4bit(CopyProbe& copy, int64_t n) {
+    const int64_t B = 64;
+    const double bytes = n / 2.0 + n / B * 4.0 + double(n) * sizeof(T);
+    const int sets = sets_for(bytes);
+    std::vector<void*> in(sets), absmax(sets), out(sets);
+    for (int s = 0; s < sets; ++s) {
+        in[s] = dmalloc(n / 2);
+        absmax[s] = dmalloc(n / B * 4);
+        out[s] = dmalloc(n * sizeof(T));
+        fill_bytes(in[s], n / 2, s);
+        fill_value(static_cast<float*>(absmax[s]), n / B, 0.5f);
+    }
+    measure(copy, "dequantize_4bit_nf4", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=64", bytes, sets, [&](int s) {
+        kbit_ok(kbit_dequantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, static_cast<uint8_t*>(in[s]),
+                                     static_cast<float*>(absmax[s]), out[s], B, n, nullptr),
+                "kbit_dequantize_4bit");
+    });
+    for (int s = 0; s < sets; ++s) {
+        cudaFree(in[s]);
+        cudaFree(absmax[s]);
+        cudaFree(out[s]);
+    }
+}
+
+template <class T>
+void bench_quantize_4bit(CopyProbe& copy, int64_t n) {
+    const int64_t B = 64;
+    const double bytes = double(n) * sizeof(T) + n / 2.0 + n / B * 4.0;
+    const int sets = sets_for(bytes);
+    std::vector<void*> in(sets), absmax(sets), out(sets);
+    for (int s = 0; s < sets; ++s) {
+        in[s] = dmalloc(n * sizeof(T));
+        absmax[s] = dmalloc(n / B * 4);
+        out[s] = dmalloc(n / 2);
+        fill_normal(static_cast<T*>(in[s]), n, s);
+    }
+    measure(copy, "quantize_4bit_nf4", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=64", bytes, sets, [&](int s) {
+        kbit_ok(kbit_quantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, in[s], static_cast<float*>(absmax[s]),
+                                   static_cast<uint8_t*>(out[s]), B, n, nullptr),
+                "kbit_quantize_4bit");
+    });
+    for (int s = 0; s < sets; ++s) {
+        cudaFree(in[s]);
+        cudaFree(absmax[s]);
+        cudaFree(out[s]);
+    }
+}
+
+std::vector<float> signed_dynamic_map() {
+    std::vector<float> v;
+    for (int d = 0; d <= 6; ++d) {
+        const int f = (1 << d) + 1;
+        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
+        std::vector<float> b(f);
+        for (int i = 0; i < f; ++i) b[i] = i < f / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(f - 1 - i);
+        const float sc = static_cast<float>(std::pow(10.0, d - 6));
+        for (int i = 0; i + 1 < f; ++i) {
+            v.push_back(sc * ((b[i] + b[i + 1]) / 2.0f));
+            v.push_back(-(sc * ((b[i] + b[i + 1]) / 2.0f)));
+        }
+    }
+    v.push_back(0.0f);
+    v.push_back(1.0f);
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+template <class T>
+void bench_quantize_8bit(CopyProbe& copy, int64_t n, int64_t B, float* code) {
+    const double bytes = double(n) * sizeof(T) + double(n) + n / B * 4.0;
+    const int sets = sets_for(bytes);
+    std::vector<void*> in(sets), absmax(sets), out(sets);
+    for (int s = 0; s < sets; ++s) {
+        in[s] = dmalloc(n * sizeof(T));
+        absmax[s] = dmalloc(n / B * 4);
+        out[s] = dmalloc(n);
+        fill_normal(static_cast<T*>(in[s]), n, s + 7);
+    }
+    measure(copy, "quantize_blockwise_8bit", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=" + std::to_string(B),
+            bytes, sets, [&](int s) {
+                kbit_ok(kbit_quantize_blockwise_8bit(kbit::Elem<T>::dtype, code, in[s], static_cast<float*>(absmax[s]),
+                                                     static_cast<uint8_t*>(out[s]), B, n, nullptr),
+                        "kbit_quantize_blockwise_8bit");
+            });
+    for (int s = 0; s < sets; ++s) {
+        cudaFree(in[s]);
+        cudaFree(absmax[s]);
+        cudaFree(out[s]);
+    }
+}
+
+template <class T>
+void bench_dequantize_8bit(CopyProbe& copy, int64_t n, float* code) {
+    const int64_t B = 256;
+    const double bytes = double(n) + n / B * 4.0 + double(n) * sizeof(T);
+    const int sets = sets_for(bytes);
+    std::vector<void*> in(sets), absmax(sets), out(sets);
+    for (int s = 0; s < sets; ++s) {
+        in[s] = dmalloc(n);
+        absmax[s] = dmalloc(n / B * 4);
+        out[s] = dmalloc(n * sizeof(T));
+        fill_bytes(in[s], n, s);
+        fill_value(static_cast<float*>(absmax[s]), n / B, 0.5f);
+    }
+    measure(copy, "dequantize_blockwise_8bit", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=256", bytes, sets,
+            [&](int s) {
+                kbit_ok(kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, code, static_cast<uint8_t*>(in[s]),
+                                                       static_cast<float*>(absmax[s]), out[s], B, n, nullptr),
+                        "kbit_dequantize_blockwise_8bit");
+            });
+    for (int s = 0; s < sets; ++s) {
+        cudaFree(in[s]);
+        cudaFree(absmax[s]);
+        cudaFree(out[s]);
+    }
+}
+
+// NF4 GEMV with one activation row: out[N] = W[N, K] x, blocksize 64.
+template <class T>
+void bench_gemv(CopyProbe& copy, int N, int K, float* lut) {
+    const int B = 64;
+    const double wbytes = double(N) * K / 2 + double(N) * K / B * 4;
+    const double bytes = wbytes + double(K) * sizeof(T) + double(N) * sizeof(T);
+    const int sets = sets_for(wbytes);
+    std::vector<void*> W(sets), absmax(sets);
+    for (int s = 0; s < sets; ++s) {
+        W[s] = dmalloc(size_t(N) * K / 2);
+        absmax[s] = dmalloc(size_t(N) * K / B * 4);
+        fill_bytes(W[s], int64_t{N} * K / 2, s);
+        fill_value(static_cast<float*>(absmax[s]), int64_t{N} * K / B, 0.02f);
+    }
+    T* A = static_cast<T*>(dmalloc(size_t(K) * sizeof(T)));
+    T* out = static_cast<T*>(dmalloc(size_t(N) * sizeof(T)));
+    fill_normal(A, K, 3);
+    auto call = [&](int s) {
+        kbit_status st;
+        if constexpr (std::is_same<T, float>::value)
+            st = cgemm_4bit_inference_naive_fp32(N, 1, K, A, static_cast<unsigned char*>(W[s]), static_cast<float*>(absmax[s]),
+                                                 lut, out, N, K / 2, N, B, nullptr);
+        else if constexpr (std::is_same<T, kbit_half>::value)
+            st = cgemm_4bit_inference_naive_fp16(N, 1, K, A, static_cast<unsigned char*>(W[s]), static_cast<float*>(absmax[s]),
+                                                 lut, out, N, K / 2, N, B, nullptr);
+        else
+            st = cgemm_4bit_inference_naive_bf16(N, 1, K, A, static_cast<unsigned char*>(W[s]), static_cast<float*>(absmax[s]),
+                                                 lut, out, N, K / 2, N, B, nullptr);
+        kbit_ok(st, "cgemm_4bit_inference_naive");
+    };
+    measure(copy, "gemv_4bit_nf4", dtype_name<T>(), "M=1 N=" + std::to_string(N) + " K=" + std::to_string(K) + " blocksize=64",
+            bytes, sets, call);
+    for (int s = 0; s < sets; ++s) {
+        cudaFree(W[s]);
+        cudaFree(absmax[s]);
+    }
+    cudaFree(A);
+    cudaFree(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--quick")) g_opt.quick = true;
+        else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_opt.filter = argv[++i];
+        else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) g_opt.rounds = std::max(1, std::atoi(argv[++i]));
+        else {
+            std::fprintf(stderr, "usage: %s [--quick] [--filter TEXT] [--rounds N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (kbit_backend_probe() <= 0) {
+        std::printf("# no usable CUDA device: %s\n", kbit_backend_info());
+        return 77;
+    }
+    if (g_opt.quick) g_opt.rounds = std::min(g_opt.rounds, 3);
+    std::printf("# %s\n", kbit_backend_info());
+    std::printf("kernel,dtype,shape,bytes,time_us,gbs,copy_gbs,pct_copy\n");
+    CopyProbe copy;
+    const int64_t n = g_opt.quick ? int64_t{1} << 24 : int64_t{1} << 27;
+
+    const std::vector<float> nf4 = {KBIT_NF4_VALUES};
+    float* lut = static_cast<float*>(dmalloc(16 * sizeof(float)));
+    cuda_ok(cudaMemcpy(lut, nf4.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), "lut");
+    const std::vector<float> map = signed_dynamic_map();
+    float* code = static_cast<float*>(dmalloc(256 * sizeof(float)));
+    cuda_ok(cudaMemcpy(code, map.data(), 256 * sizeof(float), cudaMemcpyHostToDevice), "code");
+
+    bench_dequantize_4bit<kbit_half>(copy, n);
+    bench_dequantize_4bit<kbit_bf16>(copy, n);
+    bench_dequantize_4bit<float>(copy, n);
+    bench_quantize_8bit<float>(copy, n, 256, code);
+    bench_quantize_8bit<kbit_half>(copy, n, 256, code);
+    bench_quantize_8bit<kbit_bf16>(copy, n, 256, code);
+    bench_quantize_8bit<kbit_half>(copy, n, 64, code);
+    bench_gemv<kbit_half>(copy, 14336, 4096, lut);
+    bench_gemv<kbit_half>(copy, 4096, 14336, lut);
+    bench_gemv<kbit_bf16>(copy, 14336, 4096, lut);
+    bench_gemv<kbit_bf16>(copy, 4096, 14336, lut);
+    bench_gemv<float>(copy, 14336, 4096, lut);
+    bench_quantize_4bit<kbit_half>(copy, n);
+    bench_dequantize_8bit<kbit_half>(copy, n, code);
+    cudaFree(lut);
+    cudaFree(code);
+    return 0;
+}
