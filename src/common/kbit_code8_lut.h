@@ -123,23 +123,27 @@ private:
             while (a < 255 && mid_[a] < lo) ++a;
             if (b < a) b = a;
             while (b < 255 && mid_[b] <= hi) ++b;
-            const uint32_t r = static_cast<uint32_t>(a);
-            uint32_t e;
-            if (b == a) {
-                e = entry(fixed(r, neg, !neg), fixed(r, neg, !neg), 0xFFFFu);
-            } else if (b == a + 1 && (to_bits(mid_[a]) >> 16) == k) {
-                const uint32_t t = rank_key(to_bits(mid_[a]));
-                const bool tie_up = (a & 1) && mid_[a] > code_[a];  // y == m[a] goes to a + 1
-                if (tie_up && t == 0) e = entry(fixed(r + 1, neg, !neg), fixed(r + 1, neg, !neg), 0xFFFFu);
-                else e = entry(fixed(r, neg, !neg), fixed(r + 1, neg, !neg), tie_up ? t - 1 : t);
-            } else {
-                e = kSlow;
+            // Codes below and above the run's midpoint (equal without one) and the switch rank.
+            uint32_t below = static_cast<uint32_t>(a), above = below, threshold = 0xFFFFu;
+            if (b == a + 1 && (to_bits(mid_[a]) >> 16) == k) {
+                above = below + 1;
+                threshold = rank_key(to_bits(mid_[a]));
+                if ((a & 1) && mid_[a] > code_[a]) {  // tie rule: y == m[a] goes up
+                    if (threshold == 0) below = above, threshold = 0xFFFFu;
+                    else --threshold;
+                }
+            } else if (b != a) {
+                entries_[k] = kSlow;
+                continue;
             }
-            // The run of +0.0: +0.0 is not > 0, the rest of the run is, so a fix there is ambiguous.
-            if (k == 0 && e != kSlow && is_signed_ &&
-                (std::signbit(code_[e & 0xFFu]) || std::signbit(code_[(e >> 8) & 0xFFu])))
-                e = kSlow;
-            entries_[k] = e;
+            // The run of +0.0: +0.0 is not > 0 but the rest of the run is, so a sign fix there
+            // would go both ways.
+            if (k == 0 && is_signed_ && (std::signbit(code_[below]) || std::signbit(code_[above]))) {
+                entries_[k] = kSlow;
+                continue;
+            }
+            if (threshold == 0xFFFFu) above = below;  // never reached: keeps kSlow unique
+            entries_[k] = entry(fixed(below, neg, !neg), fixed(above, neg, !neg), threshold);
         }
     }
 
