@@ -107,17 +107,17 @@ HWY_INLINE VF sign_of(const VConsts& k, VF x) {
     return hn::IfThenElse(x > k.zero, k.one, hn::IfThenElse(x < k.zero, k.minus_one, k.zero));
 }
 
-// absmax_fold on lanes: a NaN state does not count.
-HWY_INLINE VF fold_absmax(VF acc, VF s) {
-    const VF a = hn::Abs(s);
-    return hn::IfThenElse(a > acc, a, acc);
-}
+// absmax_fold on lanes: a NaN state does not count. x86 (v)maxps returns its second operand unless
+// the first is greater, so Max(|s|, acc) is exactly (|s| > acc) ? |s| : acc (these kernels are
+// compiled for x86 targets only).
+HWY_INLINE VF fold_absmax(VF acc, VF s) { return hn::Max(hn::Abs(s), acc); }
 
 // ---- 8-bit codes -------------------------------------------------------------------------------
 
-HWY_INLINE VF dequant(const float* code, const uint8_t* c, VF absmax) {
-    const VI idx = hn::PromoteTo(DI(), hn::LoadU(D8(), c));
-    return hn::GatherIndex(DF(), code, idx) * absmax;
+// Dequantization lookups as a pass of plain loads: on the Zen 3 we measured it beats vector gathers
+// (microcoded there) by about 1.5x. The bucket lookups below stay gathers (32-bit keys in vectors).
+HWY_INLINE void lookup_codes(const float* code, const uint8_t* c, float* out) {
+    for (size_t j = 0; j < kBlock; ++j) out[j] = code[c[j]];
 }
 
 // optim::quantize8 of a block of states under their new absmax, as Code8Lut::lookup: one bucket
@@ -144,12 +144,18 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
         return;
     }
     const VF vmax = hn::Set(df, absmax);
+    HWY_ALIGN uint32_t us[kBlock], es[kBlock];
     const int32_t* entries = reinterpret_cast<const int32_t*>(lut.entries());
+    for (size_t j = 0; j < kBlock; j += N) {
+        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
+        hn::Store(u, du, us + j);
+        hn::Store(hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u)))), du, es + j);
+    }
     const VU low16 = hn::Set(du, 0xFFFFu), low8 = hn::Set(du, 0xFFu), slow = hn::Set(du, Code8Lut::kSlow);
     MU any_slow = hn::FirstN(du, 0);
     for (size_t j = 0; j < kBlock; j += N) {
-        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
-        const VU e = hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u))));
+        const VU u = hn::Load(du, us + j);
+        const VU e = hn::Load(du, es + j);
         const VU rank = hn::And(hn::Xor(u, hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)))), low16);
         const MU up = hn::RebindMask(du, hn::BitCast(di, rank) > hn::BitCast(di, hn::ShiftRight<16>(e)));
         const VU r = hn::And(hn::IfThenElse(up, hn::ShiftRight<8>(e), e), low8);
@@ -158,10 +164,7 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
     }
     if (!hn::AllFalse(du, any_slow)) {  // runs with several midpoints: the search itself
         for (size_t j = 0; j < kBlock; ++j) {
-            uint32_t bits;
-            const float y = s[j] / absmax;
-            std::memcpy(&bits, &y, sizeof bits);
-            if (lut.entries()[bits >> 16] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
+            if (es[j] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
         }
     }
 }
@@ -188,6 +191,9 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const DF df;
     const size_t N = hn::Lanes(df);
     HWY_ALIGN float m[kBlock], v[kBlock], m2[kBlock];
+    lookup_codes(l1.code(), b.c1, m);
+    lookup_codes(l2.code(), b.c2, v);
+    if (K == Kind::AdEMAMix) lookup_codes(l1.code(), b.c3, m2);
     const VF a1 = hn::Set(df, *b.a1), a2 = hn::Set(df, *b.a2);
     const VF a3 = K == Kind::AdEMAMix ? hn::Set(df, *b.a3) : k.zero;
     VF max1 = k.lowest, max2 = k.lowest, max3 = k.lowest;
@@ -195,9 +201,9 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         const VF graw = Lanes<T>::load(b.g, j);
         const MF finite = hn::IsFinite(graw);
         const VF g = graw * k.gnorm;
-        VF vj = dequant(l2.code(), b.c2 + j, a2);
+        VF vj = hn::Load(df, v + j) * a2;
         vj = hn::IfThenElseZero(finite, KBIT_OPT_EMA_SQ_LEFT(vj, k.beta2, k.omb2, g));
-        VF mj = dequant(l1.code(), b.c1 + j, a1);
+        VF mj = hn::Load(df, m + j) * a1;
         mj = hn::IfThenElseZero(finite, KBIT_OPT_EMA(mj, k.beta1, k.omb1, g));
         hn::Store(mj, df, m + j);
         hn::Store(vj, df, v + j);
@@ -206,7 +212,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         const VF p = Lanes<T>::load(b.p, j);
         VF pn;
         if (K == Kind::AdEMAMix) {
-            VF m2j = dequant(l1.code(), b.c3 + j, a3);
+            VF m2j = hn::Load(df, m2 + j) * a3;
             m2j = hn::IfThenElseZero(finite, KBIT_OPT_EMA(m2j, k.beta3, k.omb3, g));
             hn::Store(m2j, df, m2 + j);
             max3 = fold_absmax(max3, m2j);
@@ -234,6 +240,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const DF df;
     const size_t N = hn::Lanes(df);
     HWY_ALIGN float s[kBlock];
+    lookup_codes(l1.code(), b.c1, s);
     const VF a1 = hn::Set(df, *b.a1);
     const MF all = hn::FirstN(df, N);
     VF max1 = k.lowest;
@@ -247,7 +254,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
             if (K == Kind::Lion) p = hn::IfThenElse(active, Lanes<T>::round(p * k.decay), p);
             else g = g + p * k.wd;
         }
-        const VF sj = dequant(l1.code(), b.c1 + j, a1);
+        const VF sj = hn::Load(df, s + j) * a1;
         VF sn, pn;
         if (K == Kind::Momentum) {
             sn = c.first_step ? g : KBIT_OPT_MOMENTUM(sj, k.beta1, g);
