@@ -17,6 +17,12 @@
 //
 // The per-element expressions are macros (below) that SIMD backends expand on vector types, so the
 // scalar reference, CUDA and every SIMD level evaluate the very same expression tree.
+//
+// Order of one 32-bit call: c = make_consts(hyper); if max_unorm > 0 (not AdEMAMix, which has no
+// clipping): except for Lion, *unorm = the reduction (kNormChunk) of norm_term32 over all elements,
+// then set_clip(c, *unorm, ...); step32 on every element; Lion instead clips with the *unorm it was
+// given and afterwards stores the reduction of its norm_term32 over the updated states. Order of one
+// 8-bit call: the block procedure below, blocks independent. (src/cpu/ref/ref_optim8.h: run32, run8.)
 #pragma once
 
 #include <cfloat>

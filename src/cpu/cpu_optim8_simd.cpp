@@ -144,18 +144,12 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
         return;
     }
     const VF vmax = hn::Set(df, absmax);
-    HWY_ALIGN uint32_t us[kBlock], es[kBlock];
     const int32_t* entries = reinterpret_cast<const int32_t*>(lut.entries());
-    for (size_t j = 0; j < kBlock; j += N) {
-        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
-        hn::Store(u, du, us + j);
-        hn::Store(hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u)))), du, es + j);
-    }
     const VU low16 = hn::Set(du, 0xFFFFu), low8 = hn::Set(du, 0xFFu), slow = hn::Set(du, Code8Lut::kSlow);
     MU any_slow = hn::FirstN(du, 0);
     for (size_t j = 0; j < kBlock; j += N) {
-        const VU u = hn::Load(du, us + j);
-        const VU e = hn::Load(du, es + j);
+        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
+        const VU e = hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u))));
         const VU rank = hn::And(hn::Xor(u, hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)))), low16);
         const MU up = hn::RebindMask(du, hn::BitCast(di, rank) > hn::BitCast(di, hn::ShiftRight<16>(e)));
         const VU r = hn::And(hn::IfThenElse(up, hn::ShiftRight<8>(e), e), low8);
@@ -164,7 +158,10 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
     }
     if (!hn::AllFalse(du, any_slow)) {  // runs with several midpoints: the search itself
         for (size_t j = 0; j < kBlock; ++j) {
-            if (es[j] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
+            uint32_t bits;
+            const float y = s[j] / absmax;
+            std::memcpy(&bits, &y, sizeof bits);
+            if (lut.entries()[bits >> 16] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
         }
     }
 }
