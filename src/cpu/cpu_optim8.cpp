@@ -27,8 +27,8 @@ const kbit::ref::OptimKernels& kernels() {
     return *k;
 }
 
-// Splits [0, count) into one contiguous range per OpenMP thread; small calls stay on the caller's
-// thread (min_count units at least per extra thread).
+// Splits [0, count) into one contiguous range per OpenMP thread, each at least min_count units
+// (smaller calls stay on the caller's thread: a fork costs about as much as 10-20K elements' work).
 struct Parallel {
     int64_t min_count;
     template <class Fn>
@@ -61,7 +61,7 @@ kbit_status optim32(const char* fn, Kind kind, T* g, T* p, float* state1, float*
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem32 m{g, p, state1, kbit::optim::two_state(kind) ? state2 : nullptr, n};
-        kbit::ref::run32(kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, Parallel{1});
+        kbit::ref::run32(kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, Parallel{16});
         return KBIT_STATUS_SUCCESS;
     });
 }
@@ -80,7 +80,7 @@ kbit_status optim8(const char* fn, Kind kind, T* p, T* g, unsigned char* state1,
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem8 m{p,          g,          state1,  two ? state2 : nullptr, quantiles1,
                                 two ? quantiles2 : nullptr, absmax1, two ? absmax2 : nullptr, n};
-        kbit::ref::run8(kernels(), kbit::Elem<T>::dtype, kind, h, m, Parallel{16});
+        kbit::ref::run8(kernels(), kbit::Elem<T>::dtype, kind, h, m, Parallel{64});
         return KBIT_STATUS_SUCCESS;
     });
 }

@@ -3,6 +3,7 @@
 // and the realistic problem the optimizer tests train: a least-squares regression.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -174,9 +175,8 @@ inline bool ref8_element(Kind kind, const Hyper& h, int32_t dtype, double g, dou
 inline double code_interval(const std::vector<float>& code, double y) {
     if (y <= code[0]) return code[0] - y;
     if (y >= code[255]) return y - code[255];
-    size_t j = 0;
-    while (!(code[j] <= y && y <= code[j + 1])) ++j;
-    return static_cast<double>(code[j + 1]) - code[j];
+    const size_t j = static_cast<size_t>(std::upper_bound(code.begin(), code.end(), y) - code.begin()) - 1;
+    return static_cast<double>(code[std::min<size_t>(j + 1, 255)]) - code[j];  // code[j] <= y <= code[j+1]
 }
 
 // A least-squares regression W x -> y (W: rows x cols) with a fixed batch, targets from a teacher

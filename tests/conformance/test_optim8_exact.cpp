@@ -177,9 +177,13 @@ void check_8bit(const Optim8Fn& f, int n, const Config& cfg, const Tables& tb, b
 TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar reference bit for bit", "[optim8][exact]") {
     if (!backend().has_optim8()) return;
     uint32_t seed = 100;
-    for (const auto& f : optim32_functions())
+    for (const auto& f : optim32_functions()) {
         for (int n : {1, 13, 256, 4095, 2 * 4096 + 37, 40000})
             for (const auto& cfg : kConfigs) check_32bit(f, n, cfg, seed++);
+        // Large enough for the CPU backend to split it over threads (>= 64K elements per thread).
+        check_32bit(f, 300007, kConfigs[1], seed++);
+        check_32bit(f, 300007, kConfigs[2], seed++);
+    }
 }
 
 TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256 equal the scalar reference", "[optim8][exact]") {
@@ -193,6 +197,7 @@ TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256
                 check_8bit(f, n, cfg, tbs[0], cfg.step == 1, seed++);
             }
         for (const auto& tb : tbs) check_8bit(f, 3000, kConfigs[1], tb, false, seed++);
+        check_8bit(f, 256 * 300 + 77, kConfigs[1], tbs[0], false, seed++);  // split over threads
     }
 }
 
