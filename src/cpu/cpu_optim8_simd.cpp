@@ -213,12 +213,12 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
             m2j = hn::IfThenElseZero(finite, KBIT_OPT_EMA(m2j, k.beta3, k.omb3, g));
             hn::Store(m2j, df, m2 + j);
             max3 = fold_absmax(max3, m2j);
-            pn = Lanes<T>::round(KBIT_OPT_ADEMAMIX_PARAM(p, mj, m2j, vj, k.lr, k.c1, k.alpha, k.c2, k.eps));
+            pn = KBIT_OPT_ADEMAMIX_PARAM(p, mj, m2j, vj, k.lr, k.c1, k.alpha, k.c2, k.eps);
         } else {
-            pn = Lanes<T>::round(KBIT_OPT_ADAM_PARAM(p, mj, vj, k.step_size, k.eps_c2));
+            pn = KBIT_OPT_ADAM_PARAM(p, mj, vj, k.step_size, k.eps_c2);
         }
-        if (c.has_wd) pn = Lanes<T>::round(pn * k.decay);
-        Lanes<T>::store(b.p, j, hn::IfThenElse(finite, pn, p));
+        if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
+        Lanes<T>::store(b.p, j, hn::IfThenElse(finite, pn, p));  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1)), new2 = hn::GetLane(hn::MaxOfLanes(df, max2));
     *b.a1 = new1;
@@ -271,7 +271,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         const VF snew = hn::IfThenElse(active, sn, sj);
         hn::Store(snew, df, s + j);
         max1 = fold_absmax(max1, snew);
-        Lanes<T>::store(b.p, j, hn::IfThenElse(step, Lanes<T>::round(pn), p));
+        Lanes<T>::store(b.p, j, hn::IfThenElse(step, pn, p));  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1));
     *b.a1 = new1;
@@ -346,16 +346,16 @@ struct Simd {
                 s1 = KBIT_OPT_EMA(s1, k.beta1, k.omb1, g);
                 s3 = KBIT_OPT_EMA(s3, k.beta3, k.omb3, g);
                 s2 = KBIT_OPT_EMA_SQ_LEFT(s2, k.beta2, k.omb2, g);
-                p = Lanes<T>::round(KBIT_OPT_ADEMAMIX_PARAM(p, s1, s3, s2, k.lr, k.c1, k.alpha, k.c2, k.eps));
-                if (c.has_wd) p = Lanes<T>::round(p * k.decay);
+                p = KBIT_OPT_ADEMAMIX_PARAM(p, s1, s3, s2, k.lr, k.c1, k.alpha, k.c2, k.eps);
+                if (c.has_wd) p = Lanes<T>::round(p) * k.decay;
                 hn::StoreU(s2, df, m.s2 + i);
                 hn::StoreU(s3, df, s3p + i);
             } else if (K == Kind::Adam) {
                 const VF s2 = hn::LoadU(df, m.s2 + i);
                 const VF s1n = KBIT_OPT_EMA(s1, k.beta1, k.omb1, g);
                 const VF s2n = KBIT_OPT_EMA_SQ(s2, k.beta2, k.omb2, g);
-                VF pn = Lanes<T>::round(KBIT_OPT_ADAM_PARAM(p, s1n, s2n, k.su, k.eps_c2));
-                if (c.has_wd) pn = Lanes<T>::round(pn * k.decay);
+                VF pn = KBIT_OPT_ADAM_PARAM(p, s1n, s2n, k.su, k.eps_c2);
+                if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
                 p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
                 hn::StoreU(hn::IfThenElse(active, s2n, s2), df, m.s2 + i);
@@ -375,10 +375,10 @@ struct Simd {
                     pn = KBIT_OPT_LION_PARAM(pd, k.u, k.lr, sign_of(k, KBIT_OPT_EMA(s1, k.beta1, k.omb1, g)));
                     s1n = KBIT_OPT_EMA(s1, k.beta2, k.omb2, g);
                 }
-                p = hn::IfThenElse(active, Lanes<T>::round(pn), p);
+                p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
             }
-            Lanes<T>::store(m.p, i, p);
+            Lanes<T>::store(m.p, i, p);  // rounds the new values; unchanged ones are exact
             hn::StoreU(s1, df, m.s1 + i);
         }
         if (i < end) ref::optim_kernels().update32[ref::dtype_index(Elem<T>::dtype)][static_cast<int>(K)](c, m, i, end);
