@@ -4,6 +4,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu_optim8_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -300,6 +301,24 @@ VF norm_term(const Consts& c, const VConsts& k, VF graw, VF s1, VF s2) {
     return x * x;
 }
 
+// Software prefetch of the block kAhead blocks ahead: with five or six streams per block the hardware
+// prefetchers alone left the 64M-element step 10-20% slower on the Zen 3 we measured.
+constexpr int64_t kAhead = 8;
+template <class T, Kind K>
+HWY_INLINE void prefetch_block(const Mem8& m, int64_t at) {
+    const auto* p = reinterpret_cast<const char*>(static_cast<const T*>(m.p) + at);
+    const auto* g = reinterpret_cast<const char*>(static_cast<const T*>(m.g) + at);
+    for (size_t off = 0; off < kBlock * sizeof(T); off += 64) {
+        hwy::Prefetch(p + off);
+        hwy::Prefetch(g + off);
+    }
+    for (size_t off = 0; off < kBlock; off += 64) {
+        hwy::Prefetch(m.s1 + at + off);
+        if (two_state(K)) hwy::Prefetch(m.s2 + at + off);
+        if (K == Kind::AdEMAMix) hwy::Prefetch(m.s1 + m.n + at + off);
+    }
+}
+
 template <class T, Kind K>
 struct Simd {
     static float norm_chunk(const Consts& c, const Mem32& m, int64_t chunk) {
@@ -404,6 +423,7 @@ struct Simd {
         for (int64_t bi = block_begin; bi < block_end; ++bi) {
             const int64_t base = bi * kBlock;
             const bool ademamix = K == Kind::AdEMAMix;
+            if (bi + kAhead < block_end) prefetch_block<T, K>(m, base + kAhead * kBlock);
             Block<T> b{p + base,
                        g + base,
                        m.s1 + base,
