@@ -171,12 +171,13 @@ void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* ou
     if (i < head_end) ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i, head_end);
     i = head_end;
     const int64_t body_end = i + (i1 - i) / kGroup * kGroup;
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(blocksize));  // a power of two
     if constexpr (std::is_same_v<T, float>) {
         const DF df;
         const Planes planes = make_planes(lut);
         const VU8 arrange = arrange_f32();
         for (; i < body_end; i += kGroup) {
-            const auto scale = hn::Set(df, absmax[i / blocksize]);
+            const auto scale = hn::Set(df, absmax[i >> shift]);
             VF f[4];
             lookup_f32(planes, nibble_indices(A + i / 2, arrange), f);
             for (int m = 0; m < 4; ++m) store_vec<float>(hn::Mul(f[m], scale), out + i + 8 * m, stream);
@@ -190,8 +191,8 @@ void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* ou
         Planes16 t{};
         U* o = reinterpret_cast<U*>(out);
         for (; i < body_end; i += kGroup) {
-            if (i / blocksize != block) {
-                block = i / blocksize;
+            if ((i >> shift) != block) {
+                block = i >> shift;
                 t = make_planes16<T>(lut, absmax[block]);
             }
             const VU8 idx = nibble_indices(A + i / 2, arrange);
@@ -324,7 +325,9 @@ void prepare(const float* a, int64_t k, float* prepared) {
     for (int64_t e = body; e < k; ++e) prepared[e] = a[e];
 }
 
-// Rows [r0, r1) for MT activation rows at once.
+// Rows [r0, r1) for MT activation rows at once. Each activation row has NACC independent partial
+// sums per block and as many running totals (acc * scale is added to its own total), so no add
+// chain crosses groups; the totals meet only at the end of the row.
 template <int MT>
 void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
                    int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
@@ -333,65 +336,64 @@ void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t r
     const DU8 d8;
     const DU16 d16;
     const Planes planes = make_planes(lut);
-    const VU8 mask = hn::Set(d8, 0x0F);
     const int64_t body = k / kDotGroup * kDotGroup;
     const int64_t groups_per_block = blocksize >= kDotGroup ? blocksize / kDotGroup : 1;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t base = r * row_elems;  // flat nibble index of (r, 0); a multiple of blocksize
         const uint8_t* w = B + base / 2;
-        VF total[MT], acc[MT][NACC];
-        for (int t = 0; t < MT; ++t) {
-            total[t] = hn::Zero(df);
-            for (int j = 0; j < NACC; ++j) acc[t][j] = hn::Zero(df);
-        }
+        VF total[MT][NACC], acc[MT][NACC];
+        for (int t = 0; t < MT; ++t)
+            for (int j = 0; j < NACC; ++j) total[t][j] = acc[t][j] = hn::Zero(df);
+        auto flush = [&](const VF scale) {
+            for (int t = 0; t < MT; ++t)
+                for (int j = 0; j < NACC; ++j) {
+                    total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
+                    acc[t][j] = hn::Zero(df);
+                }
+        };
         int64_t in_block = 0;
+        int64_t beta = base / blocksize;  // block of the current group
         for (int64_t g = 0; g < body; g += kDotGroup) {
             const VU8 x = hn::LoadU(d8, w + g / 2);
-            const VU8 hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, x))), mask);
-            const VU8 lo = hn::And(x, mask);
-            VF f[8];
-            lookup_f32(planes, hi, f);
-            lookup_f32(planes, lo, f + 4);
-            for (int t = 0; t < MT; ++t) {
-                const float* a = prepared + t * k + g;
-                for (int m = 0; m < 8; ++m)
-                    acc[t][m % NACC] = hn::MulAdd(f[m], hn::LoadU(df, a + 8 * m), acc[t][m % NACC]);
+            const VU8 mask = hn::Set(d8, 0x0F);
+            for (int half = 0; half < 2; ++half) {  // high nibbles (even elements), then low
+                const VU8 idx = half == 0 ? hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, x))), mask)
+                                          : hn::And(x, mask);
+                VF f[4];
+                lookup_f32(planes, idx, f);
+                for (int t = 0; t < MT; ++t) {
+                    const float* a = prepared + t * k + g + 32 * half;
+                    for (int m = 0; m < 4; ++m)
+                        acc[t][m % NACC] = hn::MulAdd(f[m], hn::LoadU(df, a + 8 * m), acc[t][m % NACC]);
+                }
             }
             if (++in_block == groups_per_block) {
                 in_block = 0;
-                const int64_t beta = (base + g) / blocksize;
                 // blocksize 32: lanes 0-3 of every vector belong to the group's first block (bytes
                 // 0-15), lanes 4-7 to the second.
-                const VF scale = blocksize >= kDotGroup
-                                     ? hn::Set(df, scales[beta])
-                                     : hn::ConcatLowerLower(df, hn::Set(df, scales[beta + 1]), hn::Set(df, scales[beta]));
-                for (int t = 0; t < MT; ++t) {
-                    VF s = acc[t][0];
-                    for (int j = 1; j < NACC; ++j) s = hn::Add(s, acc[t][j]);
-                    total[t] = hn::MulAdd(s, scale, total[t]);
-                    for (int j = 0; j < NACC; ++j) acc[t][j] = hn::Zero(df);
+                if (blocksize >= kDotGroup) {
+                    flush(hn::Set(df, scales[beta]));
+                    beta += 1;
+                } else {
+                    flush(hn::ConcatLowerLower(df, hn::Set(df, scales[beta + 1]), hn::Set(df, scales[beta])));
+                    beta += 2;
                 }
             }
         }
-        if (in_block != 0) {  // a block cut short by the end of the row's whole groups
-            const VF scale = hn::Set(df, scales[(base + body - 1) / blocksize]);
-            for (int t = 0; t < MT; ++t) {
-                VF s = acc[t][0];
-                for (int j = 1; j < NACC; ++j) s = hn::Add(s, acc[t][j]);
-                total[t] = hn::MulAdd(s, scale, total[t]);
-            }
-        }
+        if (in_block != 0) flush(hn::Set(df, scales[beta]));  // a block cut short by the row's last group
         for (int t = 0; t < MT; ++t) {
-            float sum = hn::GetLane(hn::SumOfLanes(df, total[t]));
+            VF sum_v = total[t][0];
+            for (int j = 1; j < NACC; ++j) sum_v = hn::Add(sum_v, total[t][j]);
+            float sum = hn::GetLane(hn::SumOfLanes(df, sum_v));
             // Elements past the last whole group (k % 64), in order, one scale per block run.
             const float* a = prepared + t * k;
             int64_t kk = body;
             while (kk < k) {
-                const int64_t beta = (base + kk) / blocksize;
-                const int64_t run_end = std::min(k, (beta + 1) * blocksize - base);
+                const int64_t b = (base + kk) / blocksize;
+                const int64_t run_end = std::min(k, (b + 1) * blocksize - base);
                 float partial = 0.0f;
                 for (; kk < run_end; ++kk) partial += a[kk] * lut[nibble_at(B, base + kk)];
-                sum += partial * scales[beta];
+                sum += partial * scales[b];
             }
             sums[t * ldo + r] = sum;
         }
