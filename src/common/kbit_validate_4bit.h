@@ -51,12 +51,14 @@ inline kbit_status validate_nested_absmax(const char* fn, const char* in_name, c
 inline kbit_status validate_torchao_nf4(const char* fn, const char* const names[5], const void* const ptrs[5],
                                         int64_t n, int64_t block_size, int64_t scaler_block_size, bool* empty) {
     Args a(fn);
+    *empty = false;
     a.nonneg("n", n).at_most("n", n, kMaxElements).positive("block_size", block_size);
     a.require(block_size % 2 == 0, "block_size is %lld, must be even", static_cast<long long>(block_size));
     a.positive("scaler_block_size", scaler_block_size);
+    if (!a.ok()) return a.status();  // the divisions below need positive sizes
     a.require(n % block_size == 0, "n is %lld, must be a multiple of block_size %lld", static_cast<long long>(n),
               static_cast<long long>(block_size));
-    const int64_t blocks = a.ok() ? n / block_size : 0;
+    const int64_t blocks = n / block_size;
     a.require(blocks % scaler_block_size == 0,
               "n / block_size is %lld scalers, must be a multiple of scaler_block_size %lld",
               static_cast<long long>(blocks), static_cast<long long>(scaler_block_size));
