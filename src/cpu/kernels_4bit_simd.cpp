@@ -326,12 +326,13 @@ void prepare(const float* a, int64_t k, float* prepared) {
 }
 
 // Rows [r0, r1) for MT activation rows at once. Each activation row has NACC independent partial
-// sums per block and as many running totals (acc * scale is added to its own total), so no add
-// chain crosses groups; the totals meet only at the end of the row.
+// sums per block and as many running totals (acc * scale is added to its own total), so the only
+// chain that crosses groups is one FMA per total; the totals meet at the end of the row. Sized to
+// keep every accumulator in the 16 AVX2 registers beside the four byte planes.
 template <int MT>
 void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
                    int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
-    constexpr int NACC = MT == 1 ? 4 : (MT == 2 ? 2 : 1);
+    constexpr int NACC = MT == 1 ? 2 : 1;
     const DF df;
     const DU8 d8;
     const DU16 d16;
@@ -403,8 +404,6 @@ void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t r
 void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
               int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
     int t = 0;
-    for (; t + 4 <= M; t += 4)
-        dot_rows_tile<4>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
     for (; t + 2 <= M; t += 2)
         dot_rows_tile<2>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
     for (; t < M; ++t)
