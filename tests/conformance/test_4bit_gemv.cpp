@@ -108,7 +108,7 @@ TEMPLATE_TEST_CASE("4bit gemv: exact when every product and partial sum is exact
         DYNAMIC_SECTION("custom integer table " << kbit::Elem<T>::name << " blocksize " << bs) {
             const int m = 24, k = 2048 + 96;
             const auto B = random_bytes(static_cast<size_t>(m) * k / 2, 5);
-            std::vector<float> absmax(static_cast<size_t>(m) * k / bs);
+            std::vector<float> absmax(static_cast<size_t>((int64_t{m} * k + bs - 1) / bs));
             for (size_t i = 0; i < absmax.size(); ++i) absmax[i] = (i % 3 == 0) ? 0.5f : 2.0f;
             std::vector<float> af(k);
             for (int i = 0; i < k; ++i) af[i] = static_cast<float>(i % 5) - 2.0f;
