@@ -188,8 +188,18 @@ kbit_status torchao_quantize_entry(const char* fn, const T* w, uint8_t* qd, int8
         const void* const ptrs[5] = {w, qd, qs, qf, mean};
         bool empty = false;
         const kbit_status s = kbit::validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, &empty);
-        if (s == KBIT_STATUS_SUCCESS && !empty)
-            kbit::ref::torchao_quantize(w, qd, qs, qf, mean, n, block_size, scaler_block_size);
+        if (s != KBIT_STATUS_SUCCESS || empty) return s;
+        // Block absmax and element indices are independent per block; the mean keeps torch's order.
+        const int64_t blocks = n / block_size;
+        const int64_t min_blocks = std::max<int64_t>(1, (int64_t{1} << 14) / block_size);
+        std::vector<T> scalers(static_cast<size_t>(blocks));
+        parallel_split(blocks, 1, min_blocks, [&](int64_t b0, int64_t b1) {
+            kbit::ref::torchao_block_absmax(w, scalers.data(), b0, b1, block_size);
+        });
+        kbit::ref::torchao_scalers(scalers.data(), qs, qf, mean, blocks, scaler_block_size);
+        parallel_split(blocks, 1, min_blocks, [&](int64_t b0, int64_t b1) {
+            kbit::ref::torchao_quantize_elements(w, scalers.data(), qd, b0, b1, block_size);
+        });
         return s;
     });
 }

@@ -272,11 +272,8 @@ T torchao_mean(const T* scalers, int64_t n) {
 }
 
 template <class T>
-void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_scalers, T* quantization_factor,
-                      T* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size) {
-    const int64_t blocks = n / block_size;
-    std::vector<T> scalers(static_cast<size_t>(blocks));
-    for (int64_t b = 0; b < blocks; ++b) {
+void torchao_block_absmax(const T* w, T* scalers, int64_t b0, int64_t b1, int64_t block_size) {
+    for (int64_t b = b0; b < b1; ++b) {
         float amax = 0.0f;
         bool nan = false;
         for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
@@ -286,10 +283,13 @@ void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_sca
         }
         scalers[b] = Elem<T>::store(nan ? NAN : amax);  // torch's max propagates NaN
     }
-    const T mean_t = torchao_mean(scalers.data(), blocks);
-    const float mean = Elem<T>::load(mean_t);
+}
 
-    // Second level: centred scalers, linear int8 per group of scaler_block_size.
+template <class T>
+void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantization_factor, T* scaler_mean,
+                     int64_t blocks, int64_t scaler_block_size) {
+    const T mean_t = torchao_mean(scalers, blocks);
+    const float mean = Elem<T>::load(mean_t);
     std::vector<float> centred(static_cast<size_t>(blocks));
     for (int64_t b = 0; b < blocks; ++b) centred[b] = rt<T>(Elem<T>::load(scalers[b]) - mean);
     for (int64_t g = 0; g * scaler_block_size < blocks; ++g) {
@@ -307,12 +307,15 @@ void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_sca
         for (int64_t b = begin; b < end; ++b) quantized_scalers[b] = torchao_scaler_code(rt<T>(centred[b] * factor));
     }
     *scaler_mean = mean_t;
+}
 
-    // Elements: nearest table entry to w / s_b, computed in T.
+template <class T>
+void torchao_quantize_elements(const T* w, const T* scalers, uint8_t* quantized_data, int64_t b0, int64_t b1,
+                               int64_t block_size) {
     const T* table_t = torchao_nf4_table<T>();
     float table[16];
     for (int j = 0; j < 16; ++j) table[j] = Elem<T>::load(table_t[j]);
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
         const float s = Elem<T>::load(scalers[b]);
         for (int64_t i = b * block_size; i < (b + 1) * block_size; i += 2) {
             const uint8_t hi = torchao_nearest<T>(rt<T>(Elem<T>::load(w[i]) / s), table);
@@ -320,6 +323,16 @@ void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_sca
             quantized_data[i / 2] = pack_nibbles(hi, lo);
         }
     }
+}
+
+template <class T>
+void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_scalers, T* quantization_factor,
+                      T* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size) {
+    const int64_t blocks = n / block_size;
+    std::vector<T> scalers(static_cast<size_t>(blocks));
+    torchao_block_absmax(w, scalers.data(), 0, blocks, block_size);
+    torchao_scalers(scalers.data(), quantized_scalers, quantization_factor, scaler_mean, blocks, scaler_block_size);
+    torchao_quantize_elements(w, scalers.data(), quantized_data, 0, blocks, block_size);
 }
 
 template <class T>
@@ -355,6 +368,9 @@ void torchao_dequantize(const uint8_t* quantized_data, const int8_t* quantized_s
     template const T* torchao_nf4_table<T>();                                                                      \
     template T torchao_mean<T>(const T*, int64_t);                                                                 \
     template void torchao_quantize<T>(const T*, uint8_t*, int8_t*, T*, T*, int64_t, int64_t, int64_t);             \
+    template void torchao_block_absmax<T>(const T*, T*, int64_t, int64_t, int64_t);                                \
+    template void torchao_scalers<T>(const T*, int8_t*, T*, T*, int64_t, int64_t);                                 \
+    template void torchao_quantize_elements<T>(const T*, const T*, uint8_t*, int64_t, int64_t, int64_t);           \
     template void torchao_dequantize<T>(const uint8_t*, const int8_t*, const T*, const T*, T*, int64_t, int64_t,   \
                                         int64_t);
 

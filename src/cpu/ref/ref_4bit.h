@@ -111,6 +111,18 @@ const T* torchao_nf4_table();
 template <class T>
 T torchao_mean(const T* scalers, int64_t n);
 
+// The three steps of torchao_quantize, so that a driver can split the first and last across
+// threads: block absmax of blocks [b0, b1); the mean and the int8 second level (serial: torch's sum
+// order); the packed nearest-entry indices of blocks [b0, b1).
+template <class T>
+void torchao_block_absmax(const T* w, T* scalers, int64_t b0, int64_t b1, int64_t block_size);
+template <class T>
+void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantization_factor, T* scaler_mean,
+                     int64_t blocks, int64_t scaler_block_size);
+template <class T>
+void torchao_quantize_elements(const T* w, const T* scalers, uint8_t* quantized_data, int64_t b0, int64_t b1,
+                               int64_t block_size);
+
 template <class T>
 void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_scalers, T* quantization_factor,
                       T* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size);
