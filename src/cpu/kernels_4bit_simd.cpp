@@ -222,83 +222,103 @@ HWY_INLINE VF load_f32(const T* p) {
     }
 }
 
-// NF4 index (number of thresholds exceeded) by a 4-step binary search; NaN compares false -> 0.
-HWY_INLINE hn::Vec<DU32> nf4_indices(VF y) {
-    const DF df;
-    const DU32 du;
-    alignas(32) static const float quarter[8] = {kNf4Thresholds[1], kNf4Thresholds[5], kNf4Thresholds[9],
-                                                 kNf4Thresholds[13], 0, 0, 0, 0};
-    alignas(32) static const float half[8] = {kNf4Thresholds[0], kNf4Thresholds[2],  kNf4Thresholds[4],
-                                              kNf4Thresholds[6], kNf4Thresholds[8],  kNf4Thresholds[10],
-                                              kNf4Thresholds[12], kNf4Thresholds[14]};
-    const auto m8 = (y > hn::Set(df, kNf4Thresholds[7]));
-    auto idx = hn::IfThenElseZero(hn::RebindMask(du, m8), hn::Set(du, 8));
-    const auto t2 = hn::IfThenElse(m8, hn::Set(df, kNf4Thresholds[11]), hn::Set(df, kNf4Thresholds[3]));
-    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t2)), hn::Set(du, 4)));
-    const auto t3 = hn::TableLookupLanes(hn::Load(df, quarter), hn::IndicesFromVec(df, hn::ShiftRight<2>(idx)));
-    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t3)), hn::Set(du, 2)));
-    const auto t4v = hn::TableLookupLanes(hn::Load(df, half), hn::IndicesFromVec(df, hn::ShiftRight<1>(idx)));
-    return hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t4v)), hn::Set(du, 1)));
+// Lookup of 4 floats (duplicated per 128-bit block) by bits 0-1 of each lane: vpermilps, which
+// Highway 1.0.3 does not expose for 256-bit vectors, and which is much cheaper than the cross-block
+// vpermps on current AMD cores.
+HWY_INLINE VF lookup4(VF table, hn::Vec<DU32> idx) { return VF{_mm256_permutevar_ps(table.raw, idx.raw)}; }
+
+HWY_INLINE VF dup4(float a, float b, float c, float d) {
+    alignas(16) const float t[4] = {a, b, c, d};
+    return hn::LoadDup128(DF(), t);
 }
 
-// FP4: sign 8 for y < 0; magnitude code from the count of sorted thresholds |y| exceeds.
-HWY_INLINE hn::Vec<DU32> fp4_indices(VF y) {
+// Threshold tables of the binary searches, built once per call (keeps them in registers).
+struct SearchTables {
+    VF nf4_t3, nf4_t4_lo, nf4_t4_hi, fp4_t3;
+    SearchTables() {
+        const float* T = kNf4Thresholds;
+        nf4_t3 = dup4(T[1], T[5], T[9], T[13]);
+        nf4_t4_lo = dup4(T[0], T[2], T[4], T[6]);
+        nf4_t4_hi = dup4(T[8], T[10], T[12], T[14]);
+        // FP4 magnitude thresholds 1, 3, 5, 7 of the sorted literals 0.00260417, 0.0859375,
+        // 0.20833333, 0.29166667, 0.4166667, 0.583333, 0.8333333 (hex as in kbit_formats.h).
+        fp4_t3 = dup4(0x1.5555720p-9f, 0x1.aaaaaa0p-3f, 0x1.aaaaac0p-2f, 0x1.aaaaaa0p-1f);
+    }
+};
+
+// NF4 index (number of thresholds exceeded) by a 4-step binary search; NaN compares false -> 0.
+HWY_INLINE hn::Vec<DU32> nf4_indices(VF y, const SearchTables& st) {
     const DF df;
     const DU32 du;
-    // bitsandbytes' literals sorted: 0.00260417, 0.0859375, 0.20833333, 0.29166667, 0.4166667,
-    // 0.583333, 0.8333333 (hex as in kbit_formats.h); count c -> code {0,1,6,7,4,5,2,3}[c].
-    alignas(32) static constexpr float odd[8] = {0x1.5555720p-9f, 0x1.aaaaaa0p-3f, 0x1.aaaaac0p-2f,
-                                                 0x1.aaaaaa0p-1f, 0, 0, 0, 0};
-    alignas(32) static constexpr uint32_t code[8] = {0, 1, 6, 7, 4, 5, 2, 3};
+    const float* T = kNf4Thresholds;
+    const auto m8 = (y > hn::Set(df, T[7]));
+    auto idx = hn::IfThenElseZero(hn::RebindMask(du, m8), hn::Set(du, 8));
+    const auto t2 = hn::IfThenElse(m8, hn::Set(df, T[11]), hn::Set(df, T[3]));
+    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t2)), hn::Set(du, 4)));
+    const auto t3 = lookup4(st.nf4_t3, hn::ShiftRight<2>(idx));
+    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t3)), hn::Set(du, 2)));
+    const auto half = hn::ShiftRight<1>(idx);
+    const auto t4 = hn::IfThenElse(m8, lookup4(st.nf4_t4_hi, half), lookup4(st.nf4_t4_lo, half));
+    return hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t4)), hn::Set(du, 1)));
+}
+
+// FP4: sign 8 for y < 0; magnitude code from the count c of sorted thresholds |y| exceeds.
+HWY_INLINE hn::Vec<DU32> fp4_indices(VF y, const SearchTables& st) {
+    const DF df;
+    const DU32 du;
     const auto a = hn::Abs(y);
     const auto m4 = (a > hn::Set(df, 0x1.2aaaaa0p-2f));
     auto c = hn::IfThenElseZero(hn::RebindMask(du, m4), hn::Set(du, 4));
     const auto t2 = hn::IfThenElse(m4, hn::Set(df, 0x1.2aaaa00p-1f), hn::Set(df, 0x1.6000000p-4f));
     c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t2)), hn::Set(du, 2)));
-    const auto t3 = hn::TableLookupLanes(hn::Load(df, odd), hn::IndicesFromVec(df, hn::ShiftRight<1>(c)));
+    const auto t3 = lookup4(st.fp4_t3, hn::ShiftRight<1>(c));
     c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t3)), hn::Set(du, 1)));
-    const auto mag = hn::TableLookupLanes(hn::Load(du, code), hn::IndicesFromVec(du, c));
+    // count -> code {0,1,6,7,4,5,2,3}: flip bit 2 where bit 1 is set
+    const auto mag = hn::Xor(c, hn::ShiftLeft<1>(hn::And(c, hn::Set(du, 2))));
     const auto neg = hn::RebindMask(du, (y < hn::Zero(df)));
     return hn::Or(mag, hn::IfThenElseZero(neg, hn::Set(du, 8)));
 }
 
 template <QuantType Q>
-HWY_INLINE hn::Vec<DU32> indices(VF y) {
-    if constexpr (Q == QuantType::NF4) return nf4_indices(y);
-    else return fp4_indices(y);
+HWY_INLINE hn::Vec<DU32> indices(VF y, const SearchTables& st) {
+    if constexpr (Q == QuantType::NF4) return nf4_indices(y, st);
+    else return fp4_indices(y, st);
 }
 
 template <class T, QuantType Q>
-void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize) {
+void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize, const SearchTables& st) {
     const DF df;
-    const DU32 du;
-    // absmax: |x| > acc keeps acc for NaN, as ref::absmax_fold.
-    auto acc = hn::Set(df, -FLT_MAX);
-    for (int64_t i = 0; i < blocksize; i += 8) {
-        const auto a = hn::Abs(load_f32(x + i));
-        acc = hn::IfThenElse((a > acc), a, acc);
+    // absmax: |x| > acc keeps acc for NaN, as ref::absmax_fold; four independent chains.
+    VF acc[4];
+    for (auto& a : acc) a = hn::Set(df, -FLT_MAX);
+    for (int64_t i = 0; i < blocksize; i += 32) {
+        for (int j = 0; j < 4; ++j) {
+            const auto a = hn::Abs(load_f32(x + i + 8 * j));
+            acc[j] = hn::IfThenElse((a > acc[j]), a, acc[j]);
+        }
     }
-    const float amax = hn::GetLane(hn::MaxOfLanes(df, acc));
+    const VF m = hn::Max(hn::Max(acc[0], acc[1]), hn::Max(acc[2], acc[3]));  // no NaN in acc
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, m));
     *absmax = amax;
     const auto r = hn::Set(df, 1.0f / amax);
     for (int64_t i = 0; i < blocksize; i += 16) {
         const auto v0 = load_f32(x + i), v1 = load_f32(x + i + 8);
         const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
         const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
-        const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even)), indices<Q>(odd));
+        const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
         hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), out + i / 2);
     }
-    (void)du;
 }
 
 template <class T>
 void quantize_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                      int64_t b0, int64_t b1) {
     const int64_t full = std::min(b1, n / blocksize);  // blocks [b0, full) are complete
+    const SearchTables st;
     for (int64_t b = b0; b < full; ++b) {
         const int64_t i = b * blocksize;
-        if (qt == QuantType::NF4) quantize_full_block<T, QuantType::NF4>(A + i, absmax + b, out + i / 2, blocksize);
-        else quantize_full_block<T, QuantType::FP4>(A + i, absmax + b, out + i / 2, blocksize);
+        if (qt == QuantType::NF4) quantize_full_block<T, QuantType::NF4>(A + i, absmax + b, out + i / 2, blocksize, st);
+        else quantize_full_block<T, QuantType::FP4>(A + i, absmax + b, out + i / 2, blocksize, st);
     }
     if (std::max(b0, full) < b1) ref::quantize_4bit_blocks(qt, A, absmax, out, blocksize, n, std::max(b0, full), b1);
 }
