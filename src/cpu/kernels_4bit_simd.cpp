@@ -352,7 +352,7 @@ void prepare(const float* a, int64_t k, float* prepared) {
 template <int MT>
 void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
                    int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
-    constexpr int NACC = MT == 1 ? 2 : 1;
+    constexpr int NACC = MT == 2 ? 1 : 2;
     const DF df;
     const DU8 d8;
     const DU16 d16;
@@ -424,6 +424,8 @@ void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t r
 void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
               int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
     int t = 0;
+    for (; t + 4 <= M; t += 4)
+        dot_rows_tile<4>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
     for (; t + 2 <= M; t += 2)
         dot_rows_tile<2>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
     for (; t < M; ++t)
