@@ -1,0 +1,44 @@
+#include "default_backend.h"
+
+#include <atomic>
+
+#include "discovery.h"
+
+namespace kbit::loader {
+namespace {
+
+std::atomic<const kbit_backend*> g_chosen{nullptr};
+
+struct DefaultChoice {
+    std::string problem;  // "" or "no default backend: <why>"
+    std::unique_ptr<kbit_backend> backend;
+
+    DefaultChoice() {
+        backend = choose_default(&problem);
+        if (backend == nullptr) {
+            const std::string prefix = "no default backend: ";
+            backend = make_null_backend(problem.compare(0, prefix.size(), prefix) == 0 ? problem.substr(prefix.size())
+                                                                                        : problem);
+        }
+        backend->loader_owned = true;
+        g_chosen.store(backend.get(), std::memory_order_release);
+    }
+    ~DefaultChoice() { g_chosen.store(nullptr, std::memory_order_release); }
+};
+
+// Constructed on first use (C++ runs it in one thread while the others wait) and destroyed when
+// libkbit.so is unloaded or the process exits, which also closes the backend.
+const DefaultChoice& choice() {
+    static const DefaultChoice c;
+    return c;
+}
+
+}  // namespace
+
+const kbit_backend& default_backend() { return *choice().backend; }
+
+const kbit_backend* default_backend_if_chosen() { return g_chosen.load(std::memory_order_acquire); }
+
+const std::string& default_backend_problem() { return choice().problem; }
+
+}  // namespace kbit::loader
