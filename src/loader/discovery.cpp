@@ -183,7 +183,7 @@ void debug_candidate(const Candidate& c) {
     }
     if (!c.reason().empty()) line += "\n  reason: " + c.reason();
     for (int i = 0; i < kInterfaces; ++i)
-        if (c.ifaces[i].message[0] != '\0') line += std::string("\n  ") + interface_info(i).name + ": " + c.ifaces[i].message;
+        if (c.ifaces[i].message[0] != '\0' && c.reason() != c.ifaces[i].message) line += std::string("\n  ") + interface_info(i).name + ": " + c.ifaces[i].message;
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 
