@@ -8,6 +8,8 @@
  *   FAKE_4BIT_VERSION     export the 4-bit interface at this packed version (likewise FAKE_8BIT_VERSION,
  *                         FAKE_OPTIM8_VERSION); undefined = interface absent
  *   FAKE_UNDEFINED_REFERENCE  reference a symbol nobody defines (dlopen with RTLD_NOW fails)
+ *   FAKE_NEXT_MINOR_FN    also define kbit_next_minor_test_fn, the 4-bit 1.1 function of the test
+ *                         loader kbit_next (tests/loader/CMakeLists.txt)
  *   FAKE_MINIMAL          only the core version symbol, no C library (for builds of other architectures)
  *
  * A function is left out by renaming it on the command line (-D<function>=fake_omitted_<function>),
@@ -142,5 +144,13 @@ KBIT_API uint32_t kbit_optim8_interface_version(void) { return FAKE_OPTIM8_VERSI
 #endif
 
 #undef KBIT_FN
+
+#ifdef FAKE_NEXT_MINOR_FN
+KBIT_API kbit_status kbit_next_minor_test_fn(int32_t value) {
+    kbit_status r;
+    fake_result("kbit_next_minor_test_fn", &r, sizeof r);
+    return r == 0 ? (kbit_status)(1000 + value) : r;
+}
+#endif
 
 #endif /* FAKE_MINIMAL */

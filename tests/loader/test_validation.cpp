@@ -2,6 +2,8 @@
 // messages, the tables it yields, and the stubs that replace what a backend lacks.
 #include <dlfcn.h>
 
+#include <cstdio>
+
 #include <catch2/catch.hpp>
 
 #include "fixture.h"
@@ -395,6 +397,25 @@ TEST_CASE("validation: a backend of an older minor gets stubs for the newer func
     CHECK(next_member(l.api.kbit_loader_4bit_table(o.backend))(7) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend newminor (" + newer + ")");
     l.api.kbit_loader_close(o.backend);
+
+    // A 1.1 backend provides it; a 1.0 backend that defines it anyway does not (only its minor counts).
+    const std::string next = dir.add(fake("nextminor"));
+    o = open_backend(l, next.c_str());
+    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+    CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).newer_count == 0);
+    CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).missing_count == 0);
+    CHECK(next_member(l.api.kbit_loader_4bit_table(o.backend))(7) == 1007);
+    l.api.kbit_loader_close(o.backend);
+    std::remove(next.c_str());
+    const std::string ahead = dir.add(fake("aheadfn"));
+    o = open_backend(l, ahead.c_str());
+    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+    CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).newer_count == 1);
+    CHECK(next_member(l.api.kbit_loader_4bit_table(o.backend))(7) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend aheadfn (" + ahead +
+                                "), whose 4bit interface is 1.0 (kbit_next_minor_test_fn is 4bit 1.1)");
+    l.api.kbit_loader_close(o.backend);
+    std::remove(ahead.c_str());
 
     // The trampoline of the newer function, with the 1.0 backend as the default.
     std::remove(newer.c_str());
