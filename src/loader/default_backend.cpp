@@ -5,9 +5,10 @@
 #include "discovery.h"
 
 namespace kbit::loader {
-namespace {
 
-std::atomic<const kbit_backend*> g_chosen{nullptr};
+std::atomic<const kbit_backend*> g_default_backend{nullptr};
+
+namespace {
 
 struct DefaultChoice {
     std::string problem;  // "" or "no default backend: <why>"
@@ -21,9 +22,9 @@ struct DefaultChoice {
                                                                                         : problem);
         }
         backend->loader_owned = true;
-        g_chosen.store(backend.get(), std::memory_order_release);
+        g_default_backend.store(backend.get(), std::memory_order_release);
     }
-    ~DefaultChoice() { g_chosen.store(nullptr, std::memory_order_release); }
+    ~DefaultChoice() { g_default_backend.store(nullptr, std::memory_order_release); }
 };
 
 // Constructed on first use (C++ runs it in one thread while the others wait) and destroyed when
@@ -36,8 +37,6 @@ const DefaultChoice& choice() {
 }  // namespace
 
 const kbit_backend& default_backend() { return *choice().backend; }
-
-const kbit_backend* default_backend_if_chosen() { return g_chosen.load(std::memory_order_acquire); }
 
 const std::string& default_backend_problem() { return choice().problem; }
 

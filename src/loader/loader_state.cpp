@@ -18,9 +18,7 @@ kbit_status fail(kbit_status status, const char* fn, const char* fmt, ...) noexc
     va_start(args, fmt);
     std::vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    ThreadState& t = thread_state();
-    t.last = Source::Loader;
-    ++t.loader_failures;
+    thread_state().last = Source::Loader;
     return kbit::set_error(status, fn, "%s", message);
 }
 

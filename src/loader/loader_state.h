@@ -3,7 +3,7 @@
 // Three kinds of failure can be "the last one" in a thread: a loader API call, a loader stub, or the
 // default backend called through a trampoline. kbit_last_error_message() of libkbit.so (and the
 // kbit_last_error_message member of an explicit core table) must report whichever came last, so
-// the loader counts its own failures and remembers which source failed last. Everything here is
+// the loader remembers which source failed last. Everything here is
 // trivially destructible: a thread_local with a destructor would pin libkbit.so in memory until the
 // thread exits and defeat dlclose().
 #pragma once
@@ -17,8 +17,7 @@ namespace kbit::loader {
 enum class Source : uint8_t { None, Loader, Backend };
 
 struct ThreadState {
-    Source last = Source::None;   // who failed last in this thread (trampolines and loader API)
-    uint64_t loader_failures = 0; // failures reported by the loader (API or stub) in this thread
+    Source last = Source::None;  // who failed last in this thread (trampolines and loader API)
     // The most recent stub failure: its slot, the slot's generation, and the vendor's own
     // message at that moment (to tell whether the vendor failed since).
     int stub_slot = -1;

@@ -2,6 +2,8 @@
 // to the default backend (generated from abi/*.def). The version symbols report the interface
 // versions this loader implements (every function exists here; those the default backend lacks
 // are stubs).
+#include <dlfcn.h>
+
 #include "default_backend.h"
 #include "kbit_error.h"
 #include "loader_state.h"
@@ -25,16 +27,23 @@ bool failed(R r) {
     else return false;
 }
 
+// True for a function of libkbit.so itself (a stub, which reported its failure already), false for
+// the backend's. Only asked after a failure, so its cost (dladdr) stays off the fast path.
+bool is_loader_function(const void* fn) noexcept {
+    Dl_info self{}, target{};
+    return dladdr(reinterpret_cast<void*>(&is_loader_function), &self) != 0 && dladdr(fn, &target) != 0 &&
+           self.dli_fbase == target.dli_fbase;
+}
+
 template <class D, class... A>
 auto forward(A... args) {
     if constexpr (same(D::id, "kbit_last_error_message")) {
         return last_error();
     } else {
-        const kbit_backend& b = default_backend();
-        ThreadState& t = thread_state();
-        const uint64_t loader_failures = t.loader_failures;
-        auto result = (table_of<D::iface>(b.tables).*D::member)(args...);
-        if (failed<D>(result) && t.loader_failures == loader_failures) t.last = Source::Backend;
+        const auto fn = table_of<D::iface>(default_backend_fast().tables).*D::member;
+        auto result = fn(args...);
+        if (failed<D>(result) && !is_loader_function(reinterpret_cast<const void*>(fn)))
+            thread_state().last = Source::Backend;
         return result;
     }
 }
