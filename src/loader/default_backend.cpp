@@ -15,7 +15,12 @@ struct DefaultChoice {
     std::unique_ptr<kbit_backend> backend;
 
     DefaultChoice() {
-        backend = choose_default(&problem);
+        try {
+            backend = choose_default(&problem);
+        } catch (const std::exception& e) {  // the trampolines must not throw
+            backend = nullptr;
+            problem = std::string("no default backend: internal error: ") + e.what();
+        }
         if (backend == nullptr) {
             const std::string prefix = "no default backend: ";
             backend = make_null_backend(problem.compare(0, prefix.size(), prefix) == 0 ? problem.substr(prefix.size())

@@ -39,13 +39,28 @@ constexpr bool same(const char* a, const char* b) {
     return *a == *b;
 }
 
+// Equality ignoring spaces ("const char *" == "const char*").
+constexpr bool same_tokens(const char* a, const char* b) {
+    for (;;) {
+        while (*a == ' ') ++a;
+        while (*b == ' ') ++b;
+        if (*a != *b) return false;
+        if (*a == '\0') return true;
+        ++a, ++b;
+    }
+}
+
 constexpr Result result_kind(const char* ret) {
-    if (same(ret, "kbit_status")) return Result::Status;
+    if (same_tokens(ret, "kbit_status")) return Result::Status;
+    if (same_tokens(ret, "const char*")) return Result::String;
     size_t n = 0;
     while (ret[n] != '\0') ++n;
-    if (n == 0 || ret[n - 1] != '*') return Result::Value;
-    return same(ret, "const char*") ? Result::String : Result::Pointer;
+    while (n > 0 && ret[n - 1] == ' ') --n;
+    return n > 0 && ret[n - 1] == '*' ? Result::Pointer : Result::Value;
 }
+
+static_assert(result_kind("const char *") == Result::String && result_kind("kbit_context*") == Result::Pointer &&
+              result_kind("int32_t") == Result::Value && result_kind("kbit_status") == Result::Status);
 
 template <class... T>
 struct List {};
