@@ -23,7 +23,8 @@
  *
  * Validation, before any vendor code other than the version functions and the probe runs
  *   The file's ELF header must match this process (class, machine, shared object); then it is opened
- *   with dlopen(RTLD_NOW | RTLD_LOCAL) and its kbit_<iface>_interface_version() symbols are read.
+ *   with dlopen(RTLD_NOW | RTLD_LOCAL) (which runs the file's ELF constructors, as for any shared
+ *   object) and its kbit_<iface>_interface_version() symbols are read.
  *   A backend must export the core interface with this loader's major. Any other interface whose major
  *   differs is rejected (the backend stays usable for the rest); one with an older minor provides only
  *   the functions of that minor; a newer minor is accepted. Only symbols defined by the file itself
@@ -209,8 +210,9 @@ KBIT_API uint32_t kbit_loader_interface_version(void);
  *                 as libkbit_<name>.so in KBIT_BACKEND_PATH, then beside libkbit.so.
  * @param[out] out host memory: receives the handle; set to NULL on failure.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (out is NULL, malformed name);
- *         KBIT_STATUS_NOT_SUPPORTED (not found, rejected by a validation stage, probe score <= 0: the
- *         message names the file and the reason); KBIT_STATUS_OUT_OF_MEMORY.
+ *         KBIT_STATUS_NOT_SUPPORTED (not found, rejected by a validation stage, probe score <= 0, or
+ *         16 other backend files that need stubs are open already: the message names the file and
+ *         the reason); KBIT_STATUS_OUT_OF_MEMORY.
  * @since loader 1.0
  */
 KBIT_API kbit_status kbit_loader_open(const char* backend, kbit_backend** out);
