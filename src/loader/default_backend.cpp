@@ -29,14 +29,15 @@ struct DefaultChoice {
         backend->loader_owned = true;
         g_default_backend.store(backend.get(), std::memory_order_release);
     }
-    ~DefaultChoice() { g_default_backend.store(nullptr, std::memory_order_release); }
 };
 
-// Constructed on first use (C++ runs it in one thread while the others wait) and destroyed when
-// libkbit.so is unloaded or the process exits, which also closes the backend.
+// Constructed on first use (C++ runs it in one thread while the others wait) and never destroyed:
+// static destructors and atexit handlers of the program may still call kbit functions at exit (and
+// the backend's own destructors run when the process ends, as for any library). So a dlclose() of
+// libkbit.so leaves its default backend loaded; explicit handles are closed by their owners.
 const DefaultChoice& choice() {
-    static const DefaultChoice c;
-    return c;
+    static const DefaultChoice* const c = new DefaultChoice;
+    return *c;
 }
 
 }  // namespace

@@ -8,11 +8,11 @@
 
 namespace kbit::loader {
 
-// Set once the default backend is chosen (NULL before, and after libkbit.so's teardown).
+// Set once the default backend is chosen (NULL before).
 extern std::atomic<const kbit_backend*> g_default_backend;
 
-// The default backend: chosen on the first call (thread-safe), never NULL. When no backend can be
-// used it is a stand-in whose functions are stubs reporting why.
+// The default backend: chosen on the first call (thread-safe), never NULL, never closed. When no
+// backend can be used it is a stand-in whose functions are stubs reporting why.
 const kbit_backend& default_backend();
 
 // The default backend if it has been chosen already, otherwise NULL (never triggers the choice).

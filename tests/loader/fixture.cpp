@@ -146,12 +146,13 @@ StderrCapture::~StderrCapture() {
     ::unlink(file_.c_str());
 }
 
-bool is_mapped(const std::string& path) {
+int mappings(const std::string& path) {
     std::ifstream maps("/proc/self/maps");
     std::string line;
+    int n = 0;
     while (std::getline(maps, line))
-        if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) return true;
-    return false;
+        if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) ++n;
+    return n;
 }
 
 std::string version(uint32_t packed) {

@@ -115,8 +115,9 @@ private:
     bool done_ = false;
 };
 
-// True when the file at `path` is mapped into this process (/proc/self/maps).
-bool is_mapped(const std::string& path);
+// Number of memory mappings of the file at `path` in this process (/proc/self/maps).
+int mappings(const std::string& path);
+inline bool is_mapped(const std::string& path) { return mappings(path) > 0; }
 
 // "MAJOR.MINOR".
 std::string version(uint32_t packed);
