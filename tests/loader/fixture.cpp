@@ -78,6 +78,7 @@ Loader::Loader(const std::string& dir, const std::string& source) {
 #undef KBIT_FN
     api.kbit_loader_interface_version =
         reinterpret_cast<uint32_t (*)(void)>(raw_sym("kbit_loader_interface_version"));
+    last_error_fn = sym<const char* (*)(void)>("kbit_last_error_message");
 }
 
 Loader::~Loader() {
@@ -90,8 +91,6 @@ void* Loader::raw_sym(const char* name) const {
     REQUIRE(p != nullptr);
     return p;
 }
-
-std::string Loader::last_error() const { return sym<const char* (*)(void)>("kbit_last_error_message")(); }
 
 Opened open_backend(const Loader& loader, const char* spec) {
     kbit_backend* b = nullptr;

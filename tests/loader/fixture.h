@@ -57,16 +57,18 @@ public:
     ~Loader();
     Loader(const Loader&) = delete;
     Loader& operator=(const Loader&) = delete;
-    // Any export of the copy (a trampoline, a version symbol); fails the test if absent.
+    // Any export of the copy (a trampoline, a version symbol); fails the test if absent. Uses Catch
+    // assertions, so call it from the test's thread only.
     template <class F>
     F sym(const char* name) const {
         return reinterpret_cast<F>(raw_sym(name));
     }
     void* raw_sym(const char* name) const;
-    // kbit_last_error_message() of this copy.
-    std::string last_error() const;
+    // kbit_last_error_message() of this copy (safe from any thread).
+    std::string last_error() const { return last_error_fn(); }
 
     LoaderApi api;
+    const char* (*last_error_fn)(void) = nullptr;
     std::string path;
     void* handle = nullptr;
 };
