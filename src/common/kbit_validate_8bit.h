@@ -12,10 +12,19 @@ namespace kbit {
 
 constexpr int64_t kInt32Max = 2147483647;
 
-// rows * cols without overflow for non-negative operands; saturates at INT64_MAX.
+// a * b for non-negative operands, saturated at INT64_MAX.
 inline int64_t checked_product(int64_t a, int64_t b) {
     if (a <= 0 || b <= 0) return 0;
     return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
+// "<what> is <a * b>, must be <= max", or, when a * b does not fit in int64, with both factors.
+inline Args& product_at_most(Args& args, const char* what, int64_t a, int64_t b, int64_t max) {
+    if (!args.ok() || a < 0 || b < 0) return args;
+    if (a > 0 && a > INT64_MAX / b)
+        return args.require(false, "%s is %lld x %lld, must be <= %lld", what, static_cast<long long>(a),
+                            static_cast<long long>(b), static_cast<long long>(max));
+    return args.at_most(what, a * b, max);
 }
 
 // cquantize_blockwise_* / cdequantize_blockwise_* (8-bit) and kbit_(de)quantize_blockwise_8bit.
@@ -43,7 +52,7 @@ inline kbit_status validate_int8_vector_quant(const char* fn, const void* A, con
                                               bool* empty) {
     Args a(fn);
     a.nonneg("rows", rows).nonneg("cols", cols);
-    a.at_most("rows * cols", checked_product(rows, cols), kInt32Max);
+    product_at_most(a, "rows * cols", rows, cols, kInt32Max);
     check_threshold(a, threshold);
     *empty = a.ok() && checked_product(rows, cols) == 0;
     if (!a.ok() || *empty) return a.status();
@@ -58,7 +67,7 @@ inline kbit_status validate_int8_vectorwise_quant(const char* fn, const void* A,
                                                   float threshold, int64_t rows, int64_t cols, bool* empty) {
     Args a(fn);
     a.nonneg("rows", rows).nonneg("cols", cols);
-    a.at_most("rows * cols", checked_product(rows, cols), kMaxElements);
+    product_at_most(a, "rows * cols", rows, cols, kMaxElements);
     check_threshold(a, threshold);
     *empty = a.ok() && checked_product(rows, cols) == 0;
     if (!a.ok()) return a.status();
@@ -92,7 +101,7 @@ inline kbit_status validate_dequant_mm(const char* fn, const int* A, const float
                                        bool* empty) {
     Args a(fn);
     a.nonneg("numRows", numRows).nonneg("numCols", numCols);
-    a.at_most("numRows * numCols", checked_product(numRows, numCols), kInt32Max);
+    product_at_most(a, "numRows * numCols", numRows, numCols, kInt32Max);
     *empty = a.ok() && checked_product(numRows, numCols) == 0;
     if (!a.ok() || *empty) return a.status();
     a.not_null("A", A).not_null("rowStats", rowStats).not_null("colStats", colStats).not_null("out", out);
@@ -105,9 +114,9 @@ inline kbit_status validate_outlier_matmul(const char* fn, const void* A, const 
                                            int64_t out_features, int64_t in_features, bool* empty) {
     Args a(fn);
     a.nonneg("rows", rows).nonneg("out_features", out_features).nonneg("in_features", in_features);
-    a.at_most("rows * in_features", checked_product(rows, in_features), kMaxElements);
-    a.at_most("out_features * in_features", checked_product(out_features, in_features), kMaxElements);
-    a.at_most("rows * out_features", checked_product(rows, out_features), kMaxElements);
+    product_at_most(a, "rows * in_features", rows, in_features, kMaxElements);
+    product_at_most(a, "out_features * in_features", out_features, in_features, kMaxElements);
+    product_at_most(a, "rows * out_features", rows, out_features, kMaxElements);
     *empty = a.ok() && (rows == 0 || out_features == 0 || in_features == 0);
     if (!a.ok() || *empty) return a.status();
     a.not_null("A", A).not_null("W", W).not_null("W_stats", W_stats).not_null("outlier_cols", outlier_cols);
