@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,23 @@ template <> struct Dtype<kbit_bf16> {
     }
 };
 
+// 64-byte aligned like framework tensors (PyTorch's CPU allocator), so that kernels may stream.
+template <class T>
+struct Aligned {
+    T* p;
+    size_t n;
+    explicit Aligned(size_t count) : p(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64))), n(count) {
+        if (p == nullptr) std::exit(1);
+        std::memset(p, 0, count * sizeof(T));
+    }
+    ~Aligned() { std::free(p); }
+    Aligned(const Aligned&) = delete;
+    Aligned& operator=(const Aligned&) = delete;
+    T* data() { return p; }
+    size_t size() const { return n; }
+    T& operator[](size_t i) { return p[i]; }
+};
+
 void check(kbit_status s, const char* what) {
     if (s != KBIT_STATUS_SUCCESS) {
         std::fprintf(stderr, "bench_8bit: %s failed: %s\n", what, kbit_last_error_message());
@@ -92,14 +110,14 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
     const bool d_sel = selected("dequantize_blockwise_8bit", dt, shape);
     if (!q_sel && !d_sel) return;
     std::vector<float> code = dynamic_map_signed();
-    std::vector<float> x(static_cast<size_t>(n));
+    Aligned<float> x(static_cast<size_t>(n));
     kbit_bench::fill_normal(x.data(), x.size(), 1);
-    std::vector<T> in(x.size());
+    Aligned<T> in(x.size());
     for (size_t i = 0; i < x.size(); ++i) in[i] = kbit::Elem<T>::store(x[i]);
     const int64_t blocks = (n + blocksize - 1) / blocksize;
-    std::vector<float> absmax(static_cast<size_t>(blocks));
-    std::vector<uint8_t> q(x.size());
-    std::vector<T> out(x.size());
+    Aligned<float> absmax(static_cast<size_t>(blocks));
+    Aligned<uint8_t> q(x.size());
+    Aligned<T> out(x.size());
     const double qbytes = static_cast<double>(n) * (sizeof(T) + 1) + 4.0 * static_cast<double>(blocks);
     const int B = static_cast<int>(blocksize), N = static_cast<int>(n);
 
