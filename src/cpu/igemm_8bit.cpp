@@ -29,7 +29,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int64_t kOutsPerTile = 5;      // tile: 2 vectors of tokens x 5 outputs = 10 accumulators
 constexpr int64_t kKcPairs = 256;        // K pairs per block: the tile's X panel (16 KiB) stays in L1
 constexpr int64_t kNc = 16 * kOutsPerTile;  // outputs per widened W block (80 KiB, L2)
-constexpr int64_t kDirectMaxTokens = 16;  // up to here, no packing (DirectGemm)
+constexpr int64_t kDirectMaxTokens = 8;  // up to here, no packing (DirectGemm): measured crossover
 
 // X transposed into pairs: xp[(tb * P + p) * TB + l] holds tokens tb * TB + l's K values 2p and
 // 2p + 1 as two int16 in one int32 lane (zero beyond n and m). TB = two vectors of int32 lanes.
@@ -184,9 +184,10 @@ void BlockedGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, 
     });
 }
 
-// Dot products of one W row with 4 token rows (int16), K a multiple of the vector length; W is
-// widened in registers. Accumulators pinned as in Tile.
-HWY_INLINE void Dot4(const int8_t* w, const int16_t* x, int64_t ldx, int64_t mv, uint32_t sums[4]) {
+// Dot products of one W row with kRows (1 to 4) token rows (int16), K a multiple of the vector length;
+// W is widened in registers. Accumulators pinned as in Tile.
+template <int kRows>
+HWY_INLINE void DotRows(const int8_t* w, const int16_t* x, int64_t ldx, int64_t mv, uint32_t sums[4]) {
     const hn::ScalableTag<int16_t> d16;
     const hn::Rebind<int8_t, decltype(d16)> d8;
     const hn::Repartition<int32_t, decltype(d16)> d32;
@@ -195,35 +196,39 @@ HWY_INLINE void Dot4(const int8_t* w, const int16_t* x, int64_t ldx, int64_t mv,
     for (int64_t i = 0; i < mv; i += L) {
         const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, w + i));
         KBIT_MADD_INTO(a0, hn::Load(d16, x + i), wv);
-        KBIT_MADD_INTO(a1, hn::Load(d16, x + ldx + i), wv);
-        KBIT_MADD_INTO(a2, hn::Load(d16, x + 2 * ldx + i), wv);
-        KBIT_MADD_INTO(a3, hn::Load(d16, x + 3 * ldx + i), wv);
+        if (kRows > 1) KBIT_MADD_INTO(a1, hn::Load(d16, x + ldx + i), wv);
+        if (kRows > 2) KBIT_MADD_INTO(a2, hn::Load(d16, x + 2 * ldx + i), wv);
+        if (kRows > 3) KBIT_MADD_INTO(a3, hn::Load(d16, x + 3 * ldx + i), wv);
     }
     sums[0] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a0)));
-    sums[1] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a1)));
-    sums[2] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a2)));
-    sums[3] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a3)));
+    if (kRows > 1) sums[1] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a1)));
+    if (kRows > 2) sums[2] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a2)));
+    if (kRows > 3) sums[3] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a3)));
 }
 
 // Few tokens: packing W would cost more than the products, so each W row is read once (per group of
-// 4 tokens, from L1) and widened in registers; X rows are widened once (zero rows pad the last group).
+// up to 4 tokens, from L1) and widened in registers; X rows are widened once.
 void DirectGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, const int8_t* X, int64_t ldb,
                 int32_t* C, int64_t ldc) {
     const hn::ScalableTag<int16_t> d16;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
     const int64_t mv = m / L * L;
-    const int64_t rows = (n + 3) / 4 * 4;
     const int64_t ldx = mv > 0 ? mv : 1;
-    const auto xw = hwy::AllocateAligned<int16_t>(static_cast<size_t>(rows * ldx));
+    const auto xw = hwy::AllocateAligned<int16_t>(static_cast<size_t>(n * ldx));
     if (!xw) throw std::bad_alloc();
-    for (int64_t t = 0; t < rows; ++t)
-        for (int64_t i = 0; i < mv; ++i) xw[t * ldx + i] = t < n ? X[t * ldb + i] : int16_t{0};
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < mv; ++i) xw[t * ldx + i] = X[t * ldb + i];
     parallel_range(k, 64, [&](int64_t o0, int64_t o1) {
         uint32_t sums[4];
         for (int64_t o = o0; o < o1; ++o) {
             const int8_t* w = W + o * lda;
             for (int64_t t0 = 0; t0 < n; t0 += 4) {
-                Dot4(w, xw.get() + t0 * ldx, ldx, mv, sums);
+                const int64_t rows = std::min<int64_t>(4, n - t0);
+                const int16_t* x = xw.get() + t0 * ldx;
+                if (rows == 4) DotRows<4>(w, x, ldx, mv, sums);
+                else if (rows == 3) DotRows<3>(w, x, ldx, mv, sums);
+                else if (rows == 2) DotRows<2>(w, x, ldx, mv, sums);
+                else DotRows<1>(w, x, ldx, mv, sums);
                 for (int64_t t = t0; t < std::min(n, t0 + 4); ++t) {
                     uint32_t sum = sums[t - t0];
                     const int8_t* x = X + t * ldb;
