@@ -4,8 +4,6 @@
 // (X packed once per call, transposed into pairs: the smaller operand) and broadcasts each output's
 // pair from W rows widened per block of 80 outputs x 512 K (no transposition of the large operand).
 // For a handful of tokens (GEMV-like shapes) a plain dot product per output reads W once.
-#include <omp.h>
-
 #include <algorithm>
 #include <new>
 
@@ -136,7 +134,7 @@ void BlockedGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, 
     const int64_t P = (m + 1) / 2;
     const int64_t token_blocks = (n + TB - 1) / TB;
     const int64_t jc_blocks = (k + kNc - 1) / kNc;
-    const int64_t threads = omp_get_max_threads();
+    const int64_t threads = max_workers();
     // Jobs: output blocks, times token ranges when there are fewer output blocks than threads.
     const int64_t token_splits =
         jc_blocks >= threads ? 1 : std::min<int64_t>(token_blocks, (threads + jc_blocks - 1) / jc_blocks);
@@ -152,10 +150,9 @@ void BlockedGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, 
     const int64_t max_job_tiles = ((token_blocks + token_splits - 1) / token_splits) * (kNc / kOutsPerTile);
     const auto accbuf = hwy::AllocateAligned<int32_t>(static_cast<size_t>(threads * max_job_tiles * tile_ints));
     if (!accbuf) throw std::bad_alloc();
-    parallel_range(jc_blocks * token_splits, 1, [&](int64_t j0, int64_t j1) {
-        const int64_t thread = omp_get_thread_num();
-        int32_t* wblk = wbuf.get() + thread * kNc * kKcPairs;
-        int32_t* accs = accbuf.get() + thread * max_job_tiles * tile_ints;
+    parallel_workers(jc_blocks * token_splits, 1, [&](int64_t j0, int64_t j1, int64_t worker) {
+        int32_t* wblk = wbuf.get() + worker * kNc * kKcPairs;
+        int32_t* accs = accbuf.get() + worker * max_job_tiles * tile_ints;
         for (int64_t job = j0; job < j1; ++job) {
             const int64_t jc = job / token_splits, split = job % token_splits;
             const int64_t tb_begin = token_blocks * split / token_splits;

@@ -1,6 +1,8 @@
 // Blockwise dynamic 8-bit quantize / dequantize: the backend against the scalar reference
 // (kbit::ref, which applies kbit::code8_index element by element), byte for byte, on bitsandbytes'
 // tables and on adversarial ones.
+#include <memory>
+
 #include <catch2/catch.hpp>
 
 #include "kbit_code8.h"
@@ -267,4 +269,34 @@ TEST_CASE("8bit blockwise: n == 0 succeeds without touching any pointer", "[8bit
           KBIT_STATUS_SUCCESS);
     CHECK(b.kbit_dequantize_blockwise_8bit(KBIT_DTYPE_FP32, nullptr, nullptr, nullptr, nullptr, 2048, 0, nullptr) ==
           KBIT_STATUS_SUCCESS);
+}
+
+TEST_CASE("8bit blockwise: concurrent quantize calls with different tables are exact", "[8bit][quantize]") {
+    // Per-table structures built and cached concurrently must not mix tables. Only backend calls run
+    // in the region (Catch assertions are not thread-safe).
+    const int64_t n = 1 << 16, B = 256;
+    const auto x = normal_floats(static_cast<size_t>(n), 51);
+    const auto& tables = code_tables();
+    const int count = static_cast<int>(tables.size());
+    DeviceBuffer<float> din(x);
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> codes, absmax;
+    std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> outs;
+    for (int i = 0; i < 2 * count; ++i) {
+        codes.push_back(std::make_unique<DeviceBuffer<float>>(tables[i % count].code));
+        absmax.push_back(std::make_unique<DeviceBuffer<float>>(n / B));
+        outs.push_back(std::make_unique<DeviceBuffer<uint8_t>>(n));
+    }
+    std::vector<kbit_status> status(2 * count, -1);
+#pragma omp parallel for num_threads(4)
+    for (int i = 0; i < 2 * count; ++i)
+        status[i] = backend().b8.cquantize_blockwise_fp32(codes[i]->get(), din.get(), absmax[i]->get(), outs[i]->get(),
+                                                          static_cast<int>(B), static_cast<int>(n));
+    for (int i = 0; i < 2 * count; ++i) {
+        INFO(tables[i % count].name);
+        CHECK(status[i] == KBIT_STATUS_SUCCESS);
+        std::vector<uint8_t> want(static_cast<size_t>(n));
+        std::vector<float> want_absmax(static_cast<size_t>(n / B));
+        kbit::ref::quantize_blockwise_8bit(tables[i % count].code.data(), x.data(), want_absmax.data(), want.data(), B, n);
+        CHECK(outs[i]->download() == want);
+    }
 }

@@ -1,6 +1,8 @@
 // cigemmlt_32 / _8 / _8_rowscale in bitsandbytes' convention (m = K, n = tokens, k = outputs, A = the
 // weight [k][lda], B = the activations [n][ldb], C [n][ldc]) against an exact int64 product computed
 // here, over shapes that reach every blocking edge, padded leading dimensions and extreme values.
+#include <memory>
+
 #include <catch2/catch.hpp>
 
 #include "ref_8bit.h"
@@ -168,4 +170,37 @@ TEST_CASE("8bit igemm: contexts are independent and destroy accepts NULL", "[8bi
     CHECK(backend().b8.kbit_context_destroy(a) == KBIT_STATUS_SUCCESS);
     CHECK(backend().b8.kbit_context_destroy(b) == KBIT_STATUS_SUCCESS);
     CHECK(backend().b8.kbit_context_destroy(nullptr) == KBIT_STATUS_SUCCESS);
+}
+
+// cigemmlt_32 called 4 times concurrently from a caller's OpenMP region. Only backend calls run in the
+// region (Catch assertions are not thread-safe).
+void check_calls_from_openmp_region(const Shape& s) {
+    INFO("m " << s.m << " n " << s.n << " k " << s.k);
+    const auto A = int8_data(size_t(s.k) * s.m, 31, 0);
+    const auto B = int8_data(size_t(s.n) * s.m, 32, 0);
+    const auto want = exact_product(s, A, B);
+    DeviceBuffer<int8_t> dA(A), dB(B);
+    std::vector<std::unique_ptr<DeviceBuffer<int32_t>>> dC;
+    for (int i = 0; i < 4; ++i) dC.push_back(std::make_unique<DeviceBuffer<int32_t>>(size_t(s.n) * s.k));
+    kbit_context* ctx = backend().b8.get_context();
+    std::vector<kbit_status> status(4, -1);
+#pragma omp parallel for num_threads(4)
+    for (int i = 0; i < 4; ++i)
+        status[i] = backend().b8.cigemmlt_32(ctx, s.m, s.n, s.k, dA.get(), dB.get(), dC[i]->get(), nullptr, s.m, s.m,
+                                             s.k, nullptr);
+    backend().b8.kbit_context_destroy(ctx);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(status[i] == KBIT_STATUS_SUCCESS);
+        const auto got = dC[i]->download();
+        size_t bad = 0;
+        for (size_t j = 0; j < got.size(); ++j) bad += got[j] != wrap32(want[j]);
+        CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("8bit igemm: calls from inside a caller's OpenMP region are exact", "[8bit][igemm]") {
+    // Per-worker scratch must not be indexed by the caller's thread number. The second shape is a
+    // single job, which the CPU backend runs on the calling thread without a parallel region.
+    check_calls_from_openmp_region(Shape{700, 40, 170, 0, 0, 0});
+    check_calls_from_openmp_region(Shape{700, 12, 60, 0, 0, 0});
 }
