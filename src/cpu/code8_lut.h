@@ -6,13 +6,14 @@
 // below +0.0). Bucket t holds the keys whose top 16 bits are t, i.e. sign, exponent and 7 mantissa
 // bits; all y <= -1 share the first bucket and all y >= 1 the last (a normalised value never leaves
 // [-1, 1] unless absmax is 0, subnormal or infinite). Within a bucket the search result, as a
-// function of the key, is either constant or steps once from a to a + 1; the entry stores a and the
-// step position so that
+// function of the key, is almost always constant or steps once from a to a + 1; the entry stores a and
+// the step position so that
 //     index = (entry + (K & 0xFFFF)) >> 16.
 // Buckets with anything else (two steps in one bucket, a step of another size, a non-constant merged
-// bucket) are flagged with bit 31 and those elements fall back to the scalar search. Tables that are
-// not non-decreasing get no buckets at all (every element takes the scalar search), so the result is
-// kbit::code8_index for any table. Built in tens of microseconds and cached by table content.
+// bucket) are flagged with bit 31 and those elements fall back to the scalar search. The search
+// compares y only with table entries and fp32 midpoints of neighbours, whatever the table's order,
+// so this is exact for any 256 floats (flagged buckets are rare: none for bitsandbytes' maps, under
+// 0.2% for random and extreme tables). Built in about 0.1 ms and cached by table content.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,6 @@ public:
 
     explicit Code8Lut(const float* code);
 
-    // False when the table is not non-decreasing: then every element uses the scalar search.
-    bool has_buckets() const { return !entries_.empty(); }
     // Entries indexed by clamp(K >> 16, kFirstBucket, kLastBucket) - kFirstBucket.
     const uint32_t* entries() const { return entries_.data(); }
     const float* code() const { return code_; }
