@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
