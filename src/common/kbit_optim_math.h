@@ -297,12 +297,6 @@ KBIT_HD float tree_sum(float* s, int64_t count) {
 
 KBIT_HD float dequant8(const float* code, uint8_t c, float absmax) { return code[c] * absmax; }
 
-// fmaxf(acc, |s|) for an accumulator that is never NaN: a NaN state does not count.
-KBIT_HD float absmax_fold(float acc, float s) {
-    const float a = fabsf(s);
-    return a > acc ? a : acc;
-}
-
 // The code of state s under the new block absmax: code8_index(s / absmax); for signed states
 // (state1, m2) a code whose value has the other sign bit than s moves one code towards s's sign
 // (uint8 wrap-around: an all-zero block, 0/0 = NaN -> code 0, becomes code 255).

@@ -105,14 +105,11 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
         const T* x = A + start;
         uint8_t* q = out + start;
 
-        auto vmax = hn::Zero(df);
+        auto vmax = hn::Set(df, absmax_start(len, blocksize));
         int64_t i = 0;
         for (; i + N <= len; i += N) vmax = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), vmax);
         float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        for (; i < len; ++i) {
-            const float v = std::fabs(Elem<T>::load(x[i]));
-            if (v > amax) amax = v;
-        }
+        for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
         absmax[b] = amax;
         const float recip = 1.0f / amax;
         const auto vrecip = hn::Set(df, recip);

@@ -1,3 +1,4 @@
+#include <cfloat>
 // Blockwise dynamic 8-bit quantize / dequantize: the backend against the scalar reference
 // (kbit::ref, which applies kbit::code8_index element by element), byte for byte, on bitsandbytes'
 // tables and on adversarial ones.
@@ -182,7 +183,7 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
     const auto q = dout.download();
     const auto m = dabsmax.download();
     CHECK(m[0] == 0.0f);
-    CHECK(m[1] == 0.0f);
+    CHECK(m[1] == -FLT_MAX);  // full all-NaN block: the reduction's start value, as in bitsandbytes
     CHECK(m[2] == std::fabs(static_cast<float>(128 - 160) * 0.01f));
     CHECK(m[3] == 2.0f);
     for (int i = 0; i < 128; ++i) CHECK(q[i] == 0);  // zero and NaN blocks: every code 0
@@ -194,6 +195,20 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
         if (std::fabs(code[j] + 0.25f) < std::fabs(code[best] + 0.25f)) best = j;
     CHECK(q[192] == best);
     CHECK(q[160] == 127);                            // y = 0 -> the 0.0 entry
+
+    // An all-NaN partial last block: its zero padding takes part in the reduction, so absmax 0.
+    std::vector<float> tail(64 + 10, 1.0f);
+    for (int i = 64; i < 74; ++i) tail[i] = NAN;
+    DeviceBuffer<float> dtail(tail), dtail_absmax(2);
+    DeviceBuffer<uint8_t> dtail_out(tail.size());
+    require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), dtail.get(), dtail_absmax.get(), dtail_out.get(),
+                                                     64, static_cast<int>(tail.size())),
+               "cquantize_blockwise_fp32");
+    const auto tail_absmax = dtail_absmax.download();
+    CHECK(tail_absmax[0] == 1.0f);
+    CHECK(bits_of(tail_absmax[1]) == 0u);
+    const auto tail_q = dtail_out.download();
+    for (int i = 64; i < 74; ++i) CHECK(tail_q[i] == 0);
 }
 
 TEMPLATE_TEST_CASE("8bit blockwise: dequantize equals the reference", "[8bit][dequantize]", float, kbit_half,

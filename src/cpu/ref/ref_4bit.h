@@ -21,14 +21,6 @@ inline const float* lut_4bit(QuantType qt) { return qt == QuantType::FP4 ? kFp4V
 
 inline uint8_t index_4bit(QuantType qt, float y) { return qt == QuantType::FP4 ? fp4_index(y) : nf4_index(y); }
 
-// fmax-style fold of |x| (NaN ignored), started where bitsandbytes' kernels start it: -FLT_MAX for
-// a full block, 0 for a partial last block (its zero padding takes part in the reduction).
-inline float absmax_fold(float acc, float x) {
-    const float a = std::fabs(x);
-    return a > acc ? a : acc;  // a NaN never wins
-}
-inline float absmax_start(int64_t valid, int64_t blocksize) { return valid < blocksize ? 0.0f : -FLT_MAX; }
-
 // ------------------------------------------------------------------------------------------------
 // Blockwise 4-bit (bitsandbytes cquantize_blockwise_* / cdequantize_blockwise_*)
 // ------------------------------------------------------------------------------------------------

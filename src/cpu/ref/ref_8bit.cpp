@@ -12,11 +12,8 @@ void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8
                              int64_t n) {
     for (int64_t start = 0, b = 0; start < n; start += blocksize, ++b) {
         const int64_t end = start + blocksize < n ? start + blocksize : n;
-        float amax = 0.0f;
-        for (int64_t i = start; i < end; ++i) {
-            const float v = std::fabs(Elem<T>::load(A[i]));
-            if (v > amax) amax = v;  // NaN never compares greater: ignored
-        }
+        float amax = absmax_start(end - start, blocksize);
+        for (int64_t i = start; i < end; ++i) amax = absmax_fold(amax, Elem<T>::load(A[i]));
         absmax[b] = amax;
         const float r = 1.0f / amax;  // zero block: +inf, then 0 * inf = NaN -> code 0
         for (int64_t i = start; i < end; ++i) out[i] = code8_index(code, Elem<T>::load(A[i]) * r);
