@@ -22,6 +22,8 @@ function(kbit_add_backend target)
   endforeach()
   set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${maps})
   target_link_options(${target} PRIVATE "LINKER:-Bsymbolic" "LINKER:--no-undefined")
+  # Installed beside libkbit.so by cmake/KbitInstall.cmake, exported as kbit::kbit_<name>.
+  set_property(GLOBAL APPEND PROPERTY KBIT_BACKEND_TARGETS ${target})
   if(KBIT_BUILD_TESTS)
     add_test(NAME abi.exports.${ARG_NAME}
              COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/abi/check_exports.py

@@ -3,6 +3,8 @@
 // The literals are hex floats of the exact fp32 bits bitsandbytes' kernels use (DESIGN: bit-exact).
 #pragma once
 
+#include <math.h>
+
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -24,6 +26,22 @@ constexpr const char* kBlocksizeList = "32, 64, 128, 256, 512, 1024, 2048, 4096"
 
 KBIT_HD bool is_supported_blocksize(int64_t b) {
     return b >= kMinBlocksize && b <= kMaxBlocksize && (b & (b - 1)) == 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Block absmax (4-bit and 8-bit quantizers, optimizer states): an fmax-style fold of |x| in which a
+// NaN never wins, started where bitsandbytes' kernels start it: -FLT_MAX for a full block, 0 for a
+// partial last block (its zero padding takes part in the reduction). So an all-NaN full block gets
+// absmax -FLT_MAX and an all-NaN partial last block 0, as in bitsandbytes.
+// ------------------------------------------------------------------------------------------------
+
+KBIT_HD float absmax_fold(float acc, float x) {
+    const float a = fabsf(x);  // -0.0 gives +0.0
+    return a > acc ? a : acc;
+}
+
+KBIT_HD float absmax_start(int64_t valid, int64_t blocksize) {
+    return valid < blocksize ? 0.0f : -0x1.fffffep+127f;
 }
 
 // ------------------------------------------------------------------------------------------------

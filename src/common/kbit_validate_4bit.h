@@ -19,6 +19,55 @@ inline kbit_status validate_blockwise_4bit(const char* fn, const void* in, const
     return a.status();
 }
 
+// kbit_quantize_4bit / kbit_dequantize_4bit: the selectors, then the blockwise rules.
+inline kbit_status validate_blockwise_4bit_64(const char* fn, int32_t quant_type, int32_t dtype, const void* in,
+                                              const float* absmax, const void* out, int64_t blocksize, int64_t n,
+                                              bool* empty) {
+    Args a(fn);
+    a.quant_type(quant_type).dtype(dtype);
+    *empty = false;
+    if (!a.ok()) return a.status();
+    return validate_blockwise_4bit(fn, in, absmax, out, blocksize, n, empty);
+}
+
+// kbit_nested_absmax_quantize (out_a = qabsmax, out_b = nested_absmax, out_c = offset) and
+// kbit_nested_absmax_dequantize (out_a = absmax, out_b = out_c = the output again).
+inline kbit_status validate_nested_absmax(const char* fn, const char* in_name, const void* in, const float* code,
+                                          const char* nested_name, const float* nested,
+                                          const char* out_a_name, const void* out_a,
+                                          const char* out_b_name, const void* out_b, int64_t blocks,
+                                          int64_t nested_blocksize, bool* empty) {
+    Args a(fn);
+    a.nonneg("blocks", blocks).at_most("blocks", blocks, kMaxElements).blocksize("nested_blocksize", nested_blocksize);
+    *empty = a.ok() && blocks == 0;
+    if (!a.ok() || *empty) return a.status();
+    a.not_null(in_name, in).not_null("code", code).not_null(nested_name, nested).not_null(out_a_name, out_a);
+    if (out_b_name != nullptr) a.not_null(out_b_name, out_b);
+    return a.status();
+}
+
+// kbit_quantize_nf4_torchao_* (sizes as torchao's to_nf4 requires them) and
+// kbit_dequantize_nf4_torchao_*. Pointer names are listed in parameter order.
+inline kbit_status validate_torchao_nf4(const char* fn, const char* const names[5], const void* const ptrs[5],
+                                        int64_t n, int64_t block_size, int64_t scaler_block_size, bool* empty) {
+    Args a(fn);
+    *empty = false;
+    a.nonneg("n", n).at_most("n", n, kMaxElements).positive("block_size", block_size);
+    a.require(block_size % 2 == 0, "block_size is %lld, must be even", static_cast<long long>(block_size));
+    a.positive("scaler_block_size", scaler_block_size);
+    if (!a.ok()) return a.status();  // the divisions below need positive sizes
+    a.require(n % block_size == 0, "n is %lld, must be a multiple of block_size %lld", static_cast<long long>(n),
+              static_cast<long long>(block_size));
+    const int64_t blocks = n / block_size;
+    a.require(blocks % scaler_block_size == 0,
+              "n / block_size is %lld scalers, must be a multiple of scaler_block_size %lld",
+              static_cast<long long>(blocks), static_cast<long long>(scaler_block_size));
+    *empty = a.ok() && n == 0;
+    if (!a.ok() || *empty) return a.status();
+    for (int i = 0; i < 5; ++i) a.not_null(names[i], ptrs[i]);
+    return a.status();
+}
+
 // cgemm_4bit_inference_naive_*.
 inline kbit_status validate_gemv_4bit(const char* fn, int m, int k, const void* A, const void* B,
                                       const float* absmax, const float* datatype, const void* out,

@@ -1,96 +1,89 @@
 #include "backend.h"
 
-#include <dlfcn.h>
-
-#include <cstdio>
-#include <filesystem>
+#include <cstdlib>
 
 #include <catch2/catch.hpp>
+
+#include "kbit/kbit_loader.h"
 
 namespace kbit_test {
 namespace {
 
 Backend g_backend;
 
-// A bare name resolves to lib/libkbit_<name>.so of this build tree (bin/../lib); anything with a
-// '/' or ending in ".so" is a path.
-std::string resolve(const std::string& spec) {
-    if (spec.find('/') != std::string::npos || spec.size() > 3 && spec.rfind(".so") == spec.size() - 3)
-        return spec;
-    std::error_code ec;
-    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return (exe.parent_path().parent_path() / "lib" / ("libkbit_" + spec + ".so")).string();
-}
-
-template <class Table>
-bool resolve_all(void* handle, Table& table, const char* const* names, size_t count, std::string* error) {
-    auto** slots = reinterpret_cast<void**>(&table);
-    static_assert(sizeof(void*) == sizeof(void (*)()), "function pointers as data pointers");
-    for (size_t i = 0; i < count; ++i) {
-        slots[i] = dlsym(handle, names[i]);
-        if (slots[i] == nullptr) {
-            *error = std::string("missing function ") + names[i];
-            return false;
-        }
-    }
-    return true;
-}
-
-#define KBIT_FN(minor, ret, name, params, args) #name,
-const char* const kCoreNames[] = {
+// Copies the loader's table of one interface into the suite's typed struct (NULL table = absent).
+#define KBIT_FN(minor, ret, name, params, args) fns.name = table->name;
+void copy(CoreFns& fns, const kbit_core_table* table) {
 #include "kbit_core.def"
-};
-const char* const k4bitNames[] = {
+}
+void copy(Fns4bit& fns, const kbit_4bit_table* table) {
 #include "kbit_4bit.def"
-};
-const char* const k8bitNames[] = {
+}
+void copy(Fns8bit& fns, const kbit_8bit_table* table) {
 #include "kbit_8bit.def"
-};
-const char* const kOptim8Names[] = {
+}
+void copy(FnsOptim8& fns, const kbit_optim8_table* table) {
 #include "kbit_optim8.def"
-};
+}
 #undef KBIT_FN
 
-static_assert(sizeof(CoreFns) == sizeof(kCoreNames), "table and name list agree");
-static_assert(sizeof(Fns4bit) == sizeof(k4bitNames), "table and name list agree");
-static_assert(sizeof(Fns8bit) == sizeof(k8bitNames), "table and name list agree");
-static_assert(sizeof(FnsOptim8) == sizeof(kOptim8Names), "table and name list agree");
+// The same structs filled with libkbit.so's exports (the trampolines), resolved at link time.
+#define KBIT_FN(minor, ret, name, params, args) fns.name = &::name;
+void use_trampolines(CoreFns& fns) {
+#include "kbit_core.def"
+}
+void use_trampolines(Fns4bit& fns) {
+#include "kbit_4bit.def"
+}
+void use_trampolines(Fns8bit& fns) {
+#include "kbit_8bit.def"
+}
+void use_trampolines(FnsOptim8& fns) {
+#include "kbit_optim8.def"
+}
+#undef KBIT_FN
 
-uint32_t version_of(void* handle, const char* symbol) {
-    auto fn = reinterpret_cast<uint32_t (*)(void)>(dlsym(handle, symbol));
-    return fn ? fn() : 0;
+// Version of an accepted interface, 0 when absent or rejected.
+uint32_t accepted_version(const kbit_loader_candidate* c, int32_t iface) {
+    const kbit_loader_interface_record* r = kbit_loader_candidate_interface(c, iface);
+    return r->state == KBIT_INTERFACE_ACCEPTED ? r->version : 0;
 }
 
 }  // namespace
 
-bool open_backend(const std::string& spec, std::string* error) {
+bool open_backend(const std::string& spec, std::string* error, bool trampolines) {
     Backend& b = g_backend;
     b.spec = spec;
-    b.path = resolve(spec);
-    void* handle = dlopen(b.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-        *error = dlerror();
+    b.trampolines = trampolines;
+    kbit_backend* handle = nullptr;
+    if (trampolines) {
+        // The default is chosen on first use, so naming it here still decides it.
+        if (!spec.empty()) setenv("KBIT_BACKEND", spec.c_str(), 1);
+        if (kbit_loader_default(&handle) != KBIT_STATUS_SUCCESS) {
+            *error = kbit_last_error_message();
+            return false;
+        }
+    } else if (kbit_loader_open(spec.c_str(), &handle) != KBIT_STATUS_SUCCESS) {
+        *error = kbit_last_error_message();
         return false;
     }
-    b.core_version = version_of(handle, "kbit_core_interface_version");
-    if (KBIT_VERSION_MAJOR_OF(b.core_version) != KBIT_CORE_VERSION_MAJOR) {
-        *error = b.path + ": core interface major " + std::to_string(KBIT_VERSION_MAJOR_OF(b.core_version)) +
-                 ", expected " + std::to_string(KBIT_CORE_VERSION_MAJOR);
-        return false;
-    }
-    if (!resolve_all(handle, b.core, kCoreNames, std::size(kCoreNames), error)) return false;
-    b.v4bit = version_of(handle, "kbit_4bit_interface_version");
-    b.v8bit = version_of(handle, "kbit_8bit_interface_version");
-    b.voptim8 = version_of(handle, "kbit_optim8_interface_version");
-    if (b.v4bit && KBIT_VERSION_MAJOR_OF(b.v4bit) != KBIT_4BIT_VERSION_MAJOR) b.v4bit = 0;
-    if (b.v8bit && KBIT_VERSION_MAJOR_OF(b.v8bit) != KBIT_8BIT_VERSION_MAJOR) b.v8bit = 0;
-    if (b.voptim8 && KBIT_VERSION_MAJOR_OF(b.voptim8) != KBIT_OPTIM8_VERSION_MAJOR) b.voptim8 = 0;
-    if (b.v4bit && !resolve_all(handle, b.b4, k4bitNames, std::size(k4bitNames), error)) return false;
-    if (b.v8bit && !resolve_all(handle, b.b8, k8bitNames, std::size(k8bitNames), error)) return false;
-    if (b.voptim8 && !resolve_all(handle, b.o8, kOptim8Names, std::size(kOptim8Names), error)) return false;
-    if (b.core.kbit_backend_probe() <= 0) {
-        *error = b.path + ": kbit_backend_probe() is 0: the backend cannot run on this machine";
-        return false;
+    const kbit_loader_candidate* c = kbit_loader_backend_candidate(handle);
+    b.path = c->path;
+    b.core_version = accepted_version(c, KBIT_INTERFACE_CORE);
+    b.v4bit = accepted_version(c, KBIT_INTERFACE_4BIT);
+    b.v8bit = accepted_version(c, KBIT_INTERFACE_8BIT);
+    b.voptim8 = accepted_version(c, KBIT_INTERFACE_OPTIM8);
+    if (trampolines) {
+        use_trampolines(b.core);
+        if (b.v4bit) use_trampolines(b.b4);
+        if (b.v8bit) use_trampolines(b.b8);
+        if (b.voptim8) use_trampolines(b.o8);
+    } else {
+        // The handle stays open for the whole run.
+        copy(b.core, kbit_loader_core_table(handle));
+        if (b.v4bit) copy(b.b4, kbit_loader_4bit_table(handle));
+        if (b.v8bit) copy(b.b8, kbit_loader_8bit_table(handle));
+        if (b.voptim8) copy(b.o8, kbit_loader_optim8_table(handle));
     }
     return true;
 }

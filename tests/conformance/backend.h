@@ -1,5 +1,6 @@
-// backend.h — the backend under test, opened once by main() from --backend, and typed access to its
-// functions (tables generated from abi/*.def) and to its device memory.
+// backend.h — the backend under test, opened once by main() through the loader (--backend NAME|PATH,
+// or --trampolines: the exports of libkbit.so itself), and typed access to its functions (tables
+// generated from abi/*.def) and to its device memory.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,9 @@ struct FnsOptim8 {
 #undef KBIT_FN
 
 struct Backend {
-    std::string spec;  // what --backend named
+    std::string spec;  // what --backend named ("" = the loader's default choice)
     std::string path;  // file that was opened
+    bool trampolines = false;  // functions are libkbit.so's trampolines to its default backend
     uint32_t core_version = 0, v4bit = 0, v8bit = 0, voptim8 = 0;  // 0 = interface absent
     CoreFns core;
     Fns4bit b4;
@@ -39,9 +41,11 @@ struct Backend {
     bool has_optim8() const { return voptim8 != 0; }
 };
 
-// Opens the backend named by `spec` (a name such as "cpu" or a path to a .so); false + message on
-// failure. Called once by main().
-bool open_backend(const std::string& spec, std::string* error);
+// Opens the backend named by `spec` (a name such as "cpu" or a path to a .so) with kbit_loader_open;
+// with `trampolines`, makes it libkbit.so's default backend (KBIT_BACKEND=spec unless spec is "")
+// and calls every function through libkbit.so's own exports. False + message on failure. Called
+// once by main().
+bool open_backend(const std::string& spec, std::string* error, bool trampolines = false);
 const Backend& backend();
 
 // Fails the current test unless `status` is KBIT_STATUS_SUCCESS, showing the backend's message.

@@ -1,31 +1,61 @@
-// The kbit conformance suite: checks one backend (--backend cpu|cuda|NAME|PATH) against the scalar
-// reference, golden vectors recorded from bitsandbytes, and the error rules of the ABI.
+// The kbit conformance suite: checks one backend, opened through the loader libkbit.so
+// (--backend cpu|cuda|NAME|PATH), against the scalar reference, golden vectors recorded from
+// bitsandbytes, and the error rules of the ABI. --trampolines calls every function through
+// libkbit.so's own exports instead (the backend then becomes libkbit.so's default).
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 
 #include <catch2/catch.hpp>
 
 #include "backend.h"
+#include "kbit/kbit_loader.h"
+
+namespace {
+
+std::string version(uint32_t x) {
+    return x ? std::to_string(KBIT_VERSION_MAJOR_OF(x)) + "." + std::to_string(KBIT_VERSION_MINOR_OF(x))
+             : std::string("absent");
+}
+
+// Warns about every function the loader had to replace with a stub: each will fail its tests.
+void report_stubs(const std::string& path) {
+    kbit_backend* b = nullptr;
+    if (kbit_loader_open(path.c_str(), &b) != KBIT_STATUS_SUCCESS) return;
+    const kbit_loader_candidate* c = kbit_loader_backend_candidate(b);
+    for (int32_t i = 0; i < KBIT_INTERFACE_COUNT; ++i) {
+        const kbit_loader_interface_record* r = kbit_loader_candidate_interface(c, i);
+        if (r->state == KBIT_INTERFACE_REJECTED || r->missing_count != 0)
+            std::printf("warning: %s: %s\n", kbit_loader_interface_name(i), r->message);
+        else if (r->newer_count != 0)
+            std::printf("note: %s %s: %u functions of later minors are stubs\n", kbit_loader_interface_name(i),
+                        version(r->version).c_str(), r->newer_count);
+    }
+    kbit_loader_close(b);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     Catch::Session session;
-    std::string spec = "cpu";
+    std::string spec;
+    bool trampolines = false;
     using Catch::clara::Opt;
     session.cli(session.cli() |
-                Opt(spec, "name|path")["--backend"]("backend to test: cpu, cuda, a vendor name, or a .so path"));
+                Opt(spec, "name|path")["--backend"]("backend to test: cpu, cuda, a vendor name, or a .so path "
+                                                    "(default: cpu; with --trampolines: libkbit.so's default)") |
+                Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports"));
     if (int rc = session.applyCommandLine(argc, argv)) return rc;
+    if (spec.empty() && !trampolines) spec = "cpu";
     std::string error;
-    if (!kbit_test::open_backend(spec, &error)) {
+    if (!kbit_test::open_backend(spec, &error, trampolines)) {
         std::fprintf(stderr, "kbit conformance: cannot use backend '%s': %s\n", spec.c_str(), error.c_str());
         return 2;
     }
     const auto& b = kbit_test::backend();
-    auto v = [](uint32_t x) {
-        return x ? std::to_string(KBIT_VERSION_MAJOR_OF(x)) + "." + std::to_string(KBIT_VERSION_MINOR_OF(x))
-                 : std::string("absent");
-    };
-    std::printf("backend %s (%s): %s\ninterfaces: core %s, 4bit %s, 8bit %s, optim8 %s\n",
-                b.core.kbit_backend_name(), b.path.c_str(), b.core.kbit_backend_info(), v(b.core_version).c_str(),
-                v(b.v4bit).c_str(), v(b.v8bit).c_str(), v(b.voptim8).c_str());
+    std::printf("backend %s (%s)%s: %s\ninterfaces: core %s, 4bit %s, 8bit %s, optim8 %s\n",
+                b.core.kbit_backend_name(), b.path.c_str(), trampolines ? " through libkbit.so's trampolines" : "",
+                b.core.kbit_backend_info(), version(b.core_version).c_str(), version(b.v4bit).c_str(),
+                version(b.v8bit).c_str(), version(b.voptim8).c_str());
+    report_stubs(b.path);
     return session.run();
 }

@@ -1,0 +1,214 @@
+// Benchmarks of the 4-bit interface: quantize, dequantize (NF4/FP4 x fp32/fp16/bf16), the 4-bit GEMV
+// and cgemm_4bit at a small M, beside bitsandbytes' CPU library where it has the same kernel.
+// Weights of the GEMV rotate over enough copies to exceed the last-level cache.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "kbit/kbit_4bit.h"
+#include "kbit_half.h"
+
+namespace {
+
+using kbit_bench::measure;
+using kbit_bench::options;
+using kbit_bench::selected;
+
+struct Shape {
+    std::string name;
+    int64_t rows, cols;  // rows x cols elements (GEMV: out features x in features)
+    int64_t n() const { return rows * cols; }
+};
+
+std::vector<Shape> tensor_shapes() {
+    if (options().quick) return {{"1024x1024", 1024, 1024}};
+    return {{"4096x4096", 4096, 4096}, {"4096x14336", 4096, 14336}, {"64M", 1, int64_t{64} << 20}};
+}
+
+template <class T>
+struct Buffer {
+    T* p = nullptr;
+    explicit Buffer(size_t n) {
+        p = static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64));
+        if (p == nullptr) {
+            std::fprintf(stderr, "bench_4bit: out of memory\n");
+            std::exit(1);
+        }
+    }
+    ~Buffer() { std::free(p); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+};
+
+template <class T>
+void fill(T* x, size_t n, unsigned seed) {
+    std::vector<float> f(n);
+    kbit_bench::fill_normal(f.data(), n, seed, 0.02f);
+    for (size_t i = 0; i < n; ++i) x[i] = kbit::Elem<T>::store(f[i]);
+}
+
+void check(kbit_status s, const char* what) {
+    if (s != KBIT_STATUS_SUCCESS) {
+        std::fprintf(stderr, "bench_4bit: %s failed with status %d\n", what, s);
+        std::exit(1);
+    }
+}
+
+constexpr int32_t kQuants[] = {KBIT_QUANT_NF4, KBIT_QUANT_FP4};
+const char* qname(int32_t q) { return q == KBIT_QUANT_NF4 ? "nf4" : "fp4"; }
+
+template <class T>
+void blockwise_cases(const Shape& s, int64_t bs) {
+    const int64_t n = s.n();
+    const int32_t dtype = kbit::Elem<T>::dtype;
+    const char* dt = kbit::Elem<T>::name;
+    Buffer<T> x(n), y(n);
+    Buffer<float> absmax((n + bs - 1) / bs);
+    Buffer<uint8_t> packed((n + 1) / 2);
+    fill(x.p, n, 1);
+    const double q_bytes = double(n) * sizeof(T) + n / 2.0 + 4.0 * ((n + bs - 1) / bs);
+    for (int32_t q : kQuants) {
+        const std::string qk = std::string("quantize_") + qname(q);
+        const std::string dk = std::string("dequantize_") + qname(q);
+        check(kbit_quantize_4bit(q, dtype, x.p, absmax.p, packed.p, bs, n, nullptr), "quantize");
+        for (int t : options().threads) {
+            if (selected(qk, dt, s.name))
+                measure(qk, dt, s.name, t, q_bytes,
+                        [&] { kbit_quantize_4bit(q, dtype, x.p, absmax.p, packed.p, bs, n, nullptr); });
+            if (selected(dk, dt, s.name))
+                measure(dk, dt, s.name, t, q_bytes,
+                        [&] { kbit_dequantize_4bit(q, dtype, packed.p, absmax.p, y.p, bs, n, nullptr); });
+        }
+        // bitsandbytes: cdequantize_blockwise_cpu_<q>_<dt>(A, absmax, out, blocksize, m, n)
+        using BnbDequant = void (*)(unsigned char*, const float*, T*, long long, long long, long long);
+        void* h = kbit_bench::bnb_handle();
+        const std::string sym = std::string("cdequantize_blockwise_cpu_") + qname(q) + "_" + dt;
+        auto bnb = h ? reinterpret_cast<BnbDequant>(dlsym(h, sym.c_str())) : nullptr;
+        if (bnb != nullptr && selected(dk, dt, s.name))
+            for (int t : options().threads)
+                measure(dk, dt, s.name, t, q_bytes, [&] { bnb(packed.p, absmax.p, y.p, bs, s.rows, s.cols); },
+                        "bitsandbytes");
+    }
+}
+
+// Weights quantized once, copied so that one pass over all copies exceeds the last-level cache.
+struct Weights {
+    int64_t rows, cols, bs, copies;
+    std::vector<uint8_t*> packed;
+    std::vector<float*> absmax;
+    Weights(int64_t r, int64_t c, int64_t b) : rows(r), cols(c), bs(b) {
+        const int64_t n = r * c;
+        const double bytes = n / 2.0 + 4.0 * n / b;
+        copies = std::max<int64_t>(2, static_cast<int64_t>((options().quick ? 8e6 : 128e6) / bytes) + 1);
+        Buffer<float> w(n);
+        kbit_bench::fill_normal(w.p, n, 7, 0.02f);
+        for (int64_t i = 0; i < copies; ++i) {
+            packed.push_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n / 2 + 63) / 64 * 64)));
+            absmax.push_back(static_cast<float*>(std::aligned_alloc(64, ((n / b) * 4 + 63) / 64 * 64)));
+            check(kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, w.p, absmax[i], packed[i], b, n, nullptr),
+                  "quantize weights");
+        }
+    }
+    ~Weights() {
+        for (auto* p : packed) std::free(p);
+        for (auto* p : absmax) std::free(p);
+    }
+};
+
+template <class T>
+void gemv_cases(Weights& w, const std::string& shape) {
+    const char* dt = kbit::Elem<T>::name;
+    const int m = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
+    Buffer<T> a(k), out(m);
+    fill(a.p, k, 3);
+    const double bytes = w.rows * w.cols / 2.0 + 4.0 * w.rows * w.cols / w.bs + sizeof(T) * double(k + m);
+    int64_t next = 0;
+    for (int t : options().threads) {
+        if (!selected("gemv_nf4", dt, shape)) continue;
+        measure("gemv_nf4", dt, shape, t, bytes, [&] {
+            const int64_t c = next++ % w.copies;
+            kbit_status s;
+            if constexpr (std::is_same_v<T, float>)
+                s = cgemm_4bit_inference_naive_fp32(m, 1, k, a.p, w.packed[c], w.absmax[c],
+                                                    const_cast<float*>(kbit::kNf4Values), out.p, m, k / 2, m,
+                                                    static_cast<int>(w.bs), nullptr);
+            else if constexpr (std::is_same_v<T, kbit_half>)
+                s = cgemm_4bit_inference_naive_fp16(m, 1, k, a.p, w.packed[c], w.absmax[c],
+                                                    const_cast<float*>(kbit::kNf4Values), out.p, m, k / 2, m,
+                                                    static_cast<int>(w.bs), nullptr);
+            else
+                s = cgemm_4bit_inference_naive_bf16(m, 1, k, a.p, w.packed[c], w.absmax[c],
+                                                    const_cast<float*>(kbit::kNf4Values), out.p, m, k / 2, m,
+                                                    static_cast<int>(w.bs), nullptr);
+            check(s, "gemv");
+        });
+    }
+}
+
+template <class T>
+void gemm_cases(Weights& w, const std::string& shape, int M) {
+    const char* dt = kbit::Elem<T>::name;
+    const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
+    Buffer<T> a(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N);
+    fill(a.p, static_cast<size_t>(M) * K, 4);
+    const double bytes =
+        double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + sizeof(T) * (double(M) * K + double(M) * N);
+    const std::string kernel = "gemm_nf4_M" + std::to_string(M);
+    int64_t next = 0;
+    for (int t : options().threads) {
+        if (!selected(kernel, dt, shape)) continue;
+        measure(kernel, dt, shape, t, bytes, [&] {
+            const int64_t c = next++ % w.copies;
+            kbit_status s;
+            if constexpr (std::is_same_v<T, float>)
+                s = cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
+            else if constexpr (std::is_same_v<T, kbit_half>)
+                s = cgemm_4bit_fp16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
+            else
+                s = cgemm_4bit_bf16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
+            check(s, "gemm");
+        });
+    }
+}
+
+}  // namespace
+
+KBIT_BENCH_SUITE(4bit) {
+    const int64_t bs = 64;
+    for (const auto& s : tensor_shapes()) {
+        blockwise_cases<float>(s, bs);
+        blockwise_cases<kbit_half>(s, bs);
+        blockwise_cases<kbit_bf16>(s, bs);
+    }
+    std::vector<Shape> gemv_shapes = options().quick ? std::vector<Shape>{{"1024x1024", 1024, 1024}}
+                                                     : std::vector<Shape>{{"4096x4096", 4096, 4096},
+                                                                          {"4096x14336", 4096, 14336},
+                                                                          {"14336x4096", 14336, 4096}};
+    for (const auto& s : gemv_shapes) {
+        Weights w(s.rows, s.cols, bs);
+        gemv_cases<float>(w, s.name);
+        gemv_cases<kbit_half>(w, s.name);
+        gemv_cases<kbit_bf16>(w, s.name);
+        gemm_cases<kbit_bf16>(w, s.name, 4);
+        gemm_cases<float>(w, s.name, 4);
+    }
+    // bitsandbytes' own CPU GEMV needs AVX512-BF16 and a repacked weight layout.
+    void* h = kbit_bench::bnb_handle();
+    auto has_bf16 = h ? reinterpret_cast<bool (*)()>(dlsym(h, "has_avx512bf16_cpu")) : nullptr;
+    if (h != nullptr && (has_bf16 == nullptr || !has_bf16()))
+        std::fprintf(stderr,
+                     "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 skipped: this CPU has no AVX512-BF16 "
+                     "(has_avx512bf16_cpu() is false)\n");
+    else if (h != nullptr)
+        std::fprintf(stderr,
+                     "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 not measured: it needs its own repacked "
+                     "weight layout (semantics.md 3.5), which this suite does not build\n");
+}

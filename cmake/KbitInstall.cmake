@@ -1,0 +1,51 @@
+# `cmake --install`: the public headers, libkbit.so with every backend beside it (the loader searches
+# its own directory), the kbit command, the ABI lists and version scripts vendors build against
+# (<datadir>/kbit/abi), a CMake package (find_package(kbit): kbit::kbit = the loader, kbit::kbit_<name>
+# = a backend, variable kbit_ABI_DIR) and a pkg-config file (kbit.pc: -lkbit).
+include(CMakePackageConfigHelpers)
+
+set(KBIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/kbit")
+set(KBIT_INSTALL_ABIDIR "${CMAKE_INSTALL_DATADIR}/kbit/abi")
+
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/kbit" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        FILES_MATCHING PATTERN "*.h")
+file(GLOB _kbit_abi_files "${KBIT_ABI_DIR}/*.def" "${KBIT_ABI_DIR}/*.map" "${KBIT_ABI_DIR}/*.symbols"
+                          "${KBIT_ABI_DIR}/ABI.md")
+install(FILES ${_kbit_abi_files} DESTINATION "${KBIT_INSTALL_ABIDIR}")
+
+get_property(_kbit_libraries GLOBAL PROPERTY KBIT_BACKEND_TARGETS)
+if(TARGET kbit)
+  list(PREPEND _kbit_libraries kbit)
+endif()
+foreach(target IN LISTS _kbit_libraries)
+  target_include_directories(${target} INTERFACE "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
+endforeach()
+install(TARGETS ${_kbit_libraries} EXPORT kbitTargets
+        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+if(TARGET kbit_cli)
+  install(TARGETS kbit_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+endif()
+
+install(EXPORT kbitTargets NAMESPACE kbit:: DESTINATION "${KBIT_INSTALL_CMAKEDIR}")
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/kbitConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/kbitConfig.cmake"
+  INSTALL_DESTINATION "${KBIT_INSTALL_CMAKEDIR}"
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR KBIT_INSTALL_ABIDIR)
+# 0.x releases: a minor may break the build-time API, so only the same minor is compatible.
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/kbitConfigVersion.cmake" COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/kbitConfig.cmake" "${PROJECT_BINARY_DIR}/kbitConfigVersion.cmake"
+        DESTINATION "${KBIT_INSTALL_CMAKEDIR}")
+
+# kbit.pc locates its prefix from its own place, so it stays right under `cmake --install --prefix`.
+file(RELATIVE_PATH KBIT_PC_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" KBIT_PC_PREFIX "${KBIT_PC_PREFIX}")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/kbit.pc.in" "${PROJECT_BINARY_DIR}/kbit.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/kbit.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+
+if(KBIT_BUILD_TESTS AND TARGET kbit AND TARGET kbit_cpu)
+  add_test(NAME install.consumer
+           COMMAND bash "${PROJECT_SOURCE_DIR}/tests/install/test_install.sh" "${PROJECT_BINARY_DIR}"
+                   "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${CMAKE_C_COMPILER}" "${Python3_EXECUTABLE}")
+  # It reads the whole build tree; let the other tests finish writing to it first.
+  set_tests_properties(install.consumer PROPERTIES RUN_SERIAL ON)
+endif()

@@ -1,0 +1,192 @@
+// `kbit info`: the vulkaninfo of kbit. Everything comes from the loader API (kbit_loader_discover),
+// so it shows exactly what the trampolines would choose in this environment.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kbit/kbit_loader.h"
+
+namespace kbit::cli {
+namespace {
+
+std::string version_text(uint32_t v) {
+    return std::to_string(KBIT_VERSION_MAJOR_OF(v)) + "." + std::to_string(KBIT_VERSION_MINOR_OF(v));
+}
+
+struct InterfaceView {
+    std::string name, state, message;
+    uint32_t version = 0, missing = 0, newer = 0;
+};
+
+struct CandidateView {
+    std::string name, path, source, stage, verdict, reason, info;
+    int32_t score = -1;
+    bool usable = false, chosen = false;
+    std::vector<InterfaceView> interfaces;
+};
+
+struct SearchView {
+    std::string source, entry;
+};
+
+struct InfoView {
+    std::string loader_path;
+    uint32_t loader_api = 0;
+    std::vector<std::pair<std::string, uint32_t>> loader_interfaces;
+    std::vector<SearchView> search;
+    std::vector<CandidateView> candidates;
+    std::string summary;
+    int chosen = -1;
+};
+
+// kbit_backend_info() of a usable candidate, read through an explicit handle.
+std::string backend_info(const char* path) {
+    kbit_backend* b = nullptr;
+    if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS)
+        return std::string("(cannot open: ") + kbit_last_error_message() + ")";
+    std::string info = kbit_loader_core_table(b)->kbit_backend_info();
+    kbit_loader_close(b);
+    return info;
+}
+
+InfoView collect(const kbit_loader_report* r) {
+    InfoView v;
+    v.loader_path = kbit_loader_library_path();
+    v.loader_api = kbit_loader_interface_version();
+    v.loader_interfaces = {{"core", kbit_core_interface_version()},
+                           {"4bit", kbit_4bit_interface_version()},
+                           {"8bit", kbit_8bit_interface_version()},
+                           {"optim8", kbit_optim8_interface_version()}};
+    for (size_t i = 0; i < kbit_loader_report_search_count(r); ++i) {
+        int32_t source = 0;
+        const char* entry = kbit_loader_report_search_entry(r, i, &source);
+        v.search.push_back({kbit_loader_source_name(source), entry});
+    }
+    const kbit_loader_candidate* chosen = kbit_loader_report_default(r);
+    for (size_t i = 0; i < kbit_loader_report_candidate_count(r); ++i) {
+        const kbit_loader_candidate* c = kbit_loader_report_candidate(r, i);
+        CandidateView cv;
+        cv.name = c->name;
+        cv.path = c->path;
+        cv.source = kbit_loader_source_name(c->source);
+        cv.stage = kbit_loader_stage_name(c->stage);
+        cv.verdict = kbit_loader_verdict_name(c->verdict);
+        cv.reason = c->reason;
+        cv.score = c->score;
+        cv.usable = c->verdict == KBIT_VERDICT_USABLE;
+        cv.chosen = c == chosen;
+        if (cv.chosen) v.chosen = static_cast<int>(i);
+        for (int32_t k = 0; k < KBIT_INTERFACE_COUNT; ++k) {
+            const kbit_loader_interface_record* rec = kbit_loader_candidate_interface(c, k);
+            cv.interfaces.push_back({kbit_loader_interface_name(k), kbit_loader_interface_state_name(rec->state),
+                                     rec->message, rec->version, rec->missing_count, rec->newer_count});
+        }
+        if (cv.usable) cv.info = backend_info(c->path);
+        v.candidates.push_back(std::move(cv));
+    }
+    v.summary = kbit_loader_report_summary(r);
+    return v;
+}
+
+std::string interfaces_line(const CandidateView& c) {
+    std::string line;
+    for (const InterfaceView& i : c.interfaces) {
+        line += (line.empty() ? "" : ", ") + i.name + " ";
+        if (i.state == "absent") line += "absent";
+        else line += version_text(i.version) + (i.state == "rejected" ? " (rejected)" : "");
+    }
+    return line;
+}
+
+void print_text(const InfoView& v) {
+    std::printf("kbit %s\n", KBIT_RELEASE_VERSION_STRING);
+    std::printf("loader:        %s (loader API %s)\n", v.loader_path.c_str(), version_text(v.loader_api).c_str());
+    std::string ifaces;
+    for (const auto& [name, version] : v.loader_interfaces)
+        ifaces += (ifaces.empty() ? "" : ", ") + name + " " + version_text(version);
+    std::printf("interfaces:    %s\n", ifaces.c_str());
+
+    std::printf("\nsearch order (an explicit path first; never the current directory):\n");
+    for (const char* source : {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "loader directory"}) {
+        bool any = false;
+        for (const SearchView& s : v.search)
+            if (s.source == source) {
+                std::printf("  %-19s %s\n", any ? "" : source, s.entry.c_str());
+                any = true;
+            }
+        if (!any) std::printf("  %-19s (none)\n", source);
+    }
+
+    std::printf("\ncandidates (%zu):\n", v.candidates.size());
+    for (const CandidateView& c : v.candidates) {
+        std::printf("  %s%s\n", c.name.c_str(), c.chosen ? "  [default]" : "");
+        std::printf("    file:        %s\n", c.path.c_str());
+        std::printf("    found in:    %s\n", c.source.c_str());
+        if (c.usable)
+            std::printf("    status:      usable, probe score %d\n", c.score);
+        else
+            std::printf("    status:      %s after stage '%s'\n", c.verdict.c_str(), c.stage.c_str());
+        if (!c.reason.empty()) std::printf("    reason:      %s\n", c.reason.c_str());
+        if (c.stage == "versions checked" || c.stage == "resolved" || c.stage == "probed")
+            std::printf("    interfaces:  %s\n", interfaces_line(c).c_str());
+        for (const InterfaceView& i : c.interfaces)
+            if (!i.message.empty() && i.message != c.reason) std::printf("    %-12s %s\n", (i.name + ":").c_str(), i.message.c_str());
+        if (c.usable) std::printf("    info:        %s\n", c.info.c_str());
+    }
+    std::printf("\n%s\n", v.summary.c_str());
+    if (v.chosen >= 0) std::printf("  info: %s\n", v.candidates[static_cast<size_t>(v.chosen)].info.c_str());
+}
+
+void print_json(const InfoView& v) {
+    using nlohmann::json;
+    json j;
+    j["kbit"] = KBIT_RELEASE_VERSION_STRING;
+    j["loader"] = {{"path", v.loader_path}, {"api", version_text(v.loader_api)}, {"interfaces", json::object()}};
+    for (const auto& [name, version] : v.loader_interfaces) j["loader"]["interfaces"][name] = version_text(version);
+    j["search"] = json::array();
+    for (const SearchView& s : v.search) j["search"].push_back({{"source", s.source}, {"entry", s.entry}});
+    j["candidates"] = json::array();
+    for (const CandidateView& c : v.candidates) {
+        json jc = {{"name", c.name},     {"path", c.path},   {"source", c.source}, {"verdict", c.verdict},
+                   {"stage", c.stage},   {"score", c.score}, {"reason", c.reason}, {"default", c.chosen},
+                   {"interfaces", json::object()}};
+        for (const InterfaceView& i : c.interfaces)
+            jc["interfaces"][i.name] = {{"state", i.state},   {"version", i.state == "absent" ? "" : version_text(i.version)},
+                                        {"missing", i.missing}, {"newer", i.newer}, {"message", i.message}};
+        if (c.usable) jc["info"] = c.info;
+        j["candidates"].push_back(jc);
+    }
+    j["default"] = v.chosen >= 0 ? json(v.candidates[static_cast<size_t>(v.chosen)].name) : json(nullptr);
+    j["summary"] = v.summary;
+    std::printf("%s\n", j.dump(2).c_str());
+}
+
+}  // namespace
+
+int run_info(int argc, char** argv) {
+    bool json = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else {
+            std::fprintf(stderr, "usage: kbit info [--json]\n");
+            return 2;
+        }
+    }
+    kbit_loader_report* report = nullptr;
+    if (kbit_loader_discover(&report) != KBIT_STATUS_SUCCESS) {
+        std::fprintf(stderr, "kbit info: %s\n", kbit_last_error_message());
+        return 1;
+    }
+    const InfoView view = collect(report);
+    kbit_loader_report_free(report);
+    if (json) print_json(view);
+    else print_text(view);
+    return view.chosen >= 0 ? 0 : 1;
+}
+
+}  // namespace kbit::cli

@@ -1,0 +1,16 @@
+// commands.h — the subcommands of the `kbit` tool. Add one by writing cmd_<name>.cpp with a
+// run function and listing it in kCommands (main.cpp).
+#pragma once
+
+namespace kbit::cli {
+
+struct Command {
+    const char* name;
+    const char* summary;  // one line for `kbit help`
+    int (*run)(int argc, char** argv);  // argv[0] is the command name; returns the exit status
+};
+
+// `kbit info [--json]`: the loader, its search order, every candidate backend and the default.
+int run_info(int argc, char** argv);
+
+}  // namespace kbit::cli

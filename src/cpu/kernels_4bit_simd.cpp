@@ -1,0 +1,486 @@
+// kernels_4bit_simd.cpp — the 4-bit kernels for Highway's AVX2 and AVX3 (AVX-512) targets. Both
+// targets compile the same 256-bit source (AVX3 gains EVEX encodings and 32 registers); the kernels
+// are memory-bound, and one source keeps the AVX-512 path right by construction on machines where it
+// cannot be tested. Nibble lookups use byte shuffles (pshufb) on 16-entry tables held in registers.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels_4bit_simd.cpp"
+// Only AVX2 and AVX3 kernels exist; the static baseline target is compiled empty.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_isa.h"
+#include "kernels_4bit.h"
+#include "ref_4bit.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kbit::cpu {
+namespace HWY_NAMESPACE {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::Full256<float>;
+using DU32 = hn::Full256<uint32_t>;
+using DI32 = hn::Full256<int32_t>;
+using DU16 = hn::Full256<uint16_t>;
+using DU8 = hn::Full256<uint8_t>;
+using VF = hn::Vec<DF>;
+using VU8 = hn::Vec<DU8>;
+
+// ------------------------------------------------------------------------------------------------
+// Nibble expansion. 16 packed bytes x0..x15 hold elements e0..e31 (e2j = high nibble of xj). The
+// bytes are duplicated into both 128-bit blocks, rearranged by `arrange` (a byte shuffle within
+// blocks), and split into high/low nibbles interleaved per block, giving one index byte per element
+// in the order the table lookups below need.
+// ------------------------------------------------------------------------------------------------
+
+HWY_INLINE VU8 nibble_indices(const uint8_t* p, VU8 arrange) {
+    const DU8 d8;
+    const DU16 d16;
+    const VU8 x = hn::TableLookupBytes(hn::LoadDup128(d8, p), arrange);
+    const VU8 mask = hn::Set(d8, 0x0F);
+    const VU8 hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, x))), mask);
+    return hn::InterleaveLower(d8, hi, hn::And(x, mask));
+}
+
+// For fp32 lookups: block 0 holds e0-3, e8-11, e16-19, e24-27; block 1 e4-7, e12-15, e20-23,
+// e28-31, so the byte-plane interleaves of lookup_f32 come out in element order.
+HWY_INLINE VU8 arrange_f32() {
+    alignas(32) static constexpr uint8_t k[32] = {0, 1, 4, 5, 8, 9, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                  2, 3, 6, 7, 10, 11, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0};
+    return hn::Load(DU8(), k);
+}
+
+// For 16-bit lookups: block 0 holds e0-7, e16-23; block 1 e8-15, e24-31.
+HWY_INLINE VU8 arrange_16() {
+    alignas(32) static constexpr uint8_t k[32] = {0, 1, 2, 3, 8, 9, 10, 11, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                  4, 5, 6, 7, 12, 13, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0};
+    return hn::Load(DU8(), k);
+}
+
+// A 16-entry fp32 table as 4 byte planes (plane k = byte k of every entry, duplicated per block).
+struct Planes {
+    VU8 p[4];
+};
+
+HWY_INLINE Planes make_planes(const float* table) {
+    alignas(16) uint8_t bytes[4][16];
+    for (int j = 0; j < 16; ++j) {
+        uint32_t u;
+        std::memcpy(&u, &table[j], 4);
+        for (int k = 0; k < 4; ++k) bytes[k][j] = static_cast<uint8_t>(u >> (8 * k));
+    }
+    Planes planes;
+    for (int k = 0; k < 4; ++k) planes.p[k] = hn::LoadDup128(DU8(), bytes[k]);
+    return planes;
+}
+
+// Looks up 32 fp32 values through byte planes; f[m] receives 8 values. With indices from
+// nibble_indices(arrange_f32()) f[m] holds elements 8m..8m+7 in order; for arbitrary index bytes,
+// lane l of f[m] comes from index byte 16 * (l / 4) + 4 * m + l % 4.
+HWY_INLINE void lookup_f32(const Planes& t, VU8 idx, VF f[4]) {
+    const DU8 d8;
+    const DU16 d16;
+    const DF df;
+    const auto p0 = hn::TableLookupBytes(t.p[0], idx), p1 = hn::TableLookupBytes(t.p[1], idx);
+    const auto p2 = hn::TableLookupBytes(t.p[2], idx), p3 = hn::TableLookupBytes(t.p[3], idx);
+    const auto w01l = hn::BitCast(d16, hn::InterleaveLower(d8, p0, p1));
+    const auto w01u = hn::BitCast(d16, hn::InterleaveUpper(d8, p0, p1));
+    const auto w23l = hn::BitCast(d16, hn::InterleaveLower(d8, p2, p3));
+    const auto w23u = hn::BitCast(d16, hn::InterleaveUpper(d8, p2, p3));
+    f[0] = hn::BitCast(df, hn::InterleaveLower(d16, w01l, w23l));
+    f[1] = hn::BitCast(df, hn::InterleaveUpper(d16, w01l, w23l));
+    f[2] = hn::BitCast(df, hn::InterleaveLower(d16, w01u, w23u));
+    f[3] = hn::BitCast(df, hn::InterleaveUpper(d16, w01u, w23u));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Dequantize
+// ------------------------------------------------------------------------------------------------
+
+template <class T>
+HWY_INLINE void store_vec(hn::Vec<hn::Full256<T>> v, T* p, bool stream) {
+    const hn::Full256<T> d;
+    if (stream) hn::Stream(v, d, p);
+    else hn::StoreU(v, d, p);
+}
+
+// 16 scaled table entries rounded to T, as two byte planes (low and high byte of each entry).
+struct Planes16 {
+    VU8 lo, hi;
+};
+
+HWY_INLINE hn::Vec<DU16> round_bf16(VF v) {
+    const DU32 du;
+    const auto u = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7FFF)), lsb));
+    const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40));
+    const auto is_nan = (hn::BitCast(DI32(), hn::And(u, hn::Set(du, 0x7FFFFFFF))) > hn::Set(DI32(), 0x7F800000));
+    const auto r = hn::IfThenElse(hn::RebindMask(du, is_nan), quiet, rounded);
+    const hn::Full128<uint16_t> d16;
+    return hn::ZeroExtendVector(DU16(), hn::DemoteTo(d16, hn::BitCast(DI32(), r)));
+}
+
+template <class T>
+HWY_INLINE hn::Vec<DU16> round_16(VF v) {
+    if constexpr (std::is_same_v<T, kbit_half>) {
+        const hn::Full128<hwy::float16_t> dh;
+        return hn::ZeroExtendVector(DU16(), hn::BitCast(hn::Full128<uint16_t>(), hn::DemoteTo(dh, v)));
+    } else {
+        return round_bf16(v);
+    }
+}
+
+template <class T>
+HWY_INLINE Planes16 make_planes16(const float* lut, float scale) {
+    const DF df;
+    const DU8 d8;
+    const auto s = hn::Set(df, scale);
+    const auto h0 = round_16<T>(hn::Mul(hn::LoadU(df, lut), s));      // entries 0-7 (lower half)
+    const auto h1 = round_16<T>(hn::Mul(hn::LoadU(df, lut + 8), s));  // entries 8-15
+    const auto h = hn::ConcatLowerLower(DU16(), h1, h0);             // entries 0-7 | 8-15
+    alignas(32) static constexpr uint8_t split[32] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                                      0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+    // u64 lanes: lo(0-7), hi(0-7), lo(8-15), hi(8-15)
+    const auto s64 = hn::BitCast(DU32(), hn::TableLookupBytes(hn::BitCast(d8, h), hn::Load(d8, split)));
+    alignas(32) static constexpr int32_t lo_idx[8] = {0, 1, 4, 5, 0, 1, 4, 5};
+    alignas(32) static constexpr int32_t hi_idx[8] = {2, 3, 6, 7, 2, 3, 6, 7};
+    Planes16 p;
+    p.lo = hn::BitCast(d8, hn::TableLookupLanes(s64, hn::SetTableIndices(DU32(), lo_idx)));
+    p.hi = hn::BitCast(d8, hn::TableLookupLanes(s64, hn::SetTableIndices(DU32(), hi_idx)));
+    return p;
+}
+
+constexpr int64_t kGroup = 32;  // elements per dequantize step (16 packed bytes)
+
+template <class T>
+void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t i0,
+                      int64_t i1, bool stream) {
+    const float* lut = ref::lut_4bit(qt);
+    // Non-temporal stores need aligned vectors: group starts are then 32-byte aligned exactly when
+    // `out` is.
+    stream = stream && (reinterpret_cast<uintptr_t>(out) % 32 == 0);
+    int64_t i = i0;
+    const int64_t head_end = std::min(i1, (i0 + kGroup - 1) / kGroup * kGroup);
+    if (i < head_end) ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i, head_end);
+    i = head_end;
+    const int64_t body_end = i + (i1 - i) / kGroup * kGroup;
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(blocksize));  // a power of two
+    if constexpr (std::is_same_v<T, float>) {
+        const DF df;
+        const Planes planes = make_planes(lut);
+        const VU8 arrange = arrange_f32();
+        for (; i < body_end; i += kGroup) {
+            const auto scale = hn::Set(df, absmax[i >> shift]);
+            VF f[4];
+            lookup_f32(planes, nibble_indices(A + i / 2, arrange), f);
+            for (int m = 0; m < 4; ++m) store_vec<float>(hn::Mul(f[m], scale), out + i + 8 * m, stream);
+        }
+    } else {
+        using U = uint16_t;
+        const hn::Full256<U> d16;
+        const DU8 d8;
+        const VU8 arrange = arrange_16();
+        int64_t block = -1;
+        Planes16 t{};
+        U* o = reinterpret_cast<U*>(out);
+        for (; i < body_end; i += kGroup) {
+            if ((i >> shift) != block) {
+                block = i >> shift;
+                t = make_planes16<T>(lut, absmax[block]);
+            }
+            const VU8 idx = nibble_indices(A + i / 2, arrange);
+            const VU8 lo = hn::TableLookupBytes(t.lo, idx), hi = hn::TableLookupBytes(t.hi, idx);
+            store_vec<U>(hn::BitCast(d16, hn::InterleaveLower(d8, lo, hi)), o + i, stream);
+            store_vec<U>(hn::BitCast(d16, hn::InterleaveUpper(d8, lo, hi)), o + i + 16, stream);
+        }
+    }
+    if (i < i1) ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i, i1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Quantize
+// ------------------------------------------------------------------------------------------------
+
+template <class T>
+HWY_INLINE VF load_f32(const T* p) {
+    const DF df;
+    if constexpr (std::is_same_v<T, float>) {
+        return hn::LoadU(df, p);
+    } else if constexpr (std::is_same_v<T, kbit_half>) {
+        const hn::Full128<hwy::float16_t> dh;
+        return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+    } else {
+        const hn::Full128<hwy::bfloat16_t> db;
+        return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+    }
+}
+
+// Lookup of 4 floats (duplicated per 128-bit block) by bits 0-1 of each lane: vpermilps, which
+// Highway 1.0.3 does not expose for 256-bit vectors, and which is much cheaper than the cross-block
+// vpermps on current AMD cores.
+HWY_INLINE VF lookup4(VF table, hn::Vec<DU32> idx) { return VF{_mm256_permutevar_ps(table.raw, idx.raw)}; }
+
+HWY_INLINE VF dup4(float a, float b, float c, float d) {
+    alignas(16) const float t[4] = {a, b, c, d};
+    return hn::LoadDup128(DF(), t);
+}
+
+// Threshold tables of the binary searches, built once per call (keeps them in registers).
+struct SearchTables {
+    VF nf4_t3, nf4_t4_lo, nf4_t4_hi, fp4_t3;
+    SearchTables() {
+        const float* T = kNf4Thresholds;
+        nf4_t3 = dup4(T[1], T[5], T[9], T[13]);
+        nf4_t4_lo = dup4(T[0], T[2], T[4], T[6]);
+        nf4_t4_hi = dup4(T[8], T[10], T[12], T[14]);
+        // FP4 magnitude thresholds 1, 3, 5, 7 of the sorted literals 0.00260417, 0.0859375,
+        // 0.20833333, 0.29166667, 0.4166667, 0.583333, 0.8333333 (hex as in kbit_formats.h).
+        fp4_t3 = dup4(0x1.5555720p-9f, 0x1.aaaaaa0p-3f, 0x1.aaaaac0p-2f, 0x1.aaaaaa0p-1f);
+    }
+};
+
+// NF4 index (number of thresholds exceeded) by a 4-step binary search; NaN compares false -> 0.
+HWY_INLINE hn::Vec<DU32> nf4_indices(VF y, const SearchTables& st) {
+    const DF df;
+    const DU32 du;
+    const float* T = kNf4Thresholds;
+    const auto m8 = (y > hn::Set(df, T[7]));
+    auto idx = hn::IfThenElseZero(hn::RebindMask(du, m8), hn::Set(du, 8));
+    const auto t2 = hn::IfThenElse(m8, hn::Set(df, T[11]), hn::Set(df, T[3]));
+    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t2)), hn::Set(du, 4)));
+    const auto t3 = lookup4(st.nf4_t3, hn::ShiftRight<2>(idx));
+    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t3)), hn::Set(du, 2)));
+    const auto half = hn::ShiftRight<1>(idx);
+    const auto t4 = hn::IfThenElse(m8, lookup4(st.nf4_t4_hi, half), lookup4(st.nf4_t4_lo, half));
+    return hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t4)), hn::Set(du, 1)));
+}
+
+// FP4: sign 8 for y < 0; magnitude code from the count c of sorted thresholds |y| exceeds.
+HWY_INLINE hn::Vec<DU32> fp4_indices(VF y, const SearchTables& st) {
+    const DF df;
+    const DU32 du;
+    const auto a = hn::Abs(y);
+    const auto m4 = (a > hn::Set(df, 0x1.2aaaaa0p-2f));
+    auto c = hn::IfThenElseZero(hn::RebindMask(du, m4), hn::Set(du, 4));
+    const auto t2 = hn::IfThenElse(m4, hn::Set(df, 0x1.2aaaa00p-1f), hn::Set(df, 0x1.6000000p-4f));
+    c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t2)), hn::Set(du, 2)));
+    const auto t3 = lookup4(st.fp4_t3, hn::ShiftRight<1>(c));
+    c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t3)), hn::Set(du, 1)));
+    // count -> code {0,1,6,7,4,5,2,3}: flip bit 2 where bit 1 is set
+    const auto mag = hn::Xor(c, hn::ShiftLeft<1>(hn::And(c, hn::Set(du, 2))));
+    const auto neg = hn::RebindMask(du, (y < hn::Zero(df)));
+    return hn::Or(mag, hn::IfThenElseZero(neg, hn::Set(du, 8)));
+}
+
+template <QuantType Q>
+HWY_INLINE hn::Vec<DU32> indices(VF y, const SearchTables& st) {
+    if constexpr (Q == QuantType::NF4) return nf4_indices(y, st);
+    else return fp4_indices(y, st);
+}
+
+template <class T, QuantType Q>
+void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize, const SearchTables& st) {
+    const DF df;
+    // absmax: |x| > acc keeps acc for NaN, as ref::absmax_fold; four independent chains.
+    VF acc[4];
+    for (auto& a : acc) a = hn::Set(df, -FLT_MAX);
+    for (int64_t i = 0; i < blocksize; i += 32) {
+        for (int j = 0; j < 4; ++j) {
+            const auto a = hn::Abs(load_f32(x + i + 8 * j));
+            acc[j] = hn::IfThenElse((a > acc[j]), a, acc[j]);
+        }
+    }
+    const VF m = hn::Max(hn::Max(acc[0], acc[1]), hn::Max(acc[2], acc[3]));  // no NaN in acc
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, m));
+    *absmax = amax;
+    const auto r = hn::Set(df, 1.0f / amax);
+    for (int64_t i = 0; i < blocksize; i += 16) {
+        const auto v0 = load_f32(x + i), v1 = load_f32(x + i + 8);
+        const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
+        const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
+        const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
+        hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), out + i / 2);
+    }
+}
+
+template <class T>
+void quantize_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
+                     int64_t b0, int64_t b1) {
+    const int64_t full = std::min(b1, n / blocksize);  // blocks [b0, full) are complete
+    const SearchTables st;
+    for (int64_t b = b0; b < full; ++b) {
+        const int64_t i = b * blocksize;
+        if (qt == QuantType::NF4) quantize_full_block<T, QuantType::NF4>(A + i, absmax + b, out + i / 2, blocksize, st);
+        else quantize_full_block<T, QuantType::FP4>(A + i, absmax + b, out + i / 2, blocksize, st);
+    }
+    if (std::max(b0, full) < b1) ref::quantize_4bit_blocks(qt, A, absmax, out, blocksize, n, std::max(b0, full), b1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// 4-bit dot products (GEMV / GEMM). A group is 64 elements = 32 packed bytes; its high nibbles
+// (even elements) and low nibbles (odd elements) are looked up separately without rearranging, so
+// the activations are permuted once instead (prepare).
+// ------------------------------------------------------------------------------------------------
+
+constexpr int64_t kDotGroup = 64;
+
+// Position in a prepared group of element e of the group (inverse of lookup_f32's lane order).
+constexpr int64_t prepared_position(int64_t e) {
+    const int64_t byte = e / 2, half = e % 2;            // high nibble: half 0
+    const int64_t block = byte / 16, m = (byte % 16) / 4, p = byte % 4;
+    return 32 * half + 8 * m + 4 * block + p;
+}
+
+void prepare(const float* a, int64_t k, float* prepared) {
+    const int64_t body = k / kDotGroup * kDotGroup;
+    for (int64_t g = 0; g < body; g += kDotGroup)
+        for (int64_t e = 0; e < kDotGroup; ++e) prepared[g + prepared_position(e)] = a[g + e];
+    for (int64_t e = body; e < k; ++e) prepared[e] = a[e];
+}
+
+// Rows [r0, r1) for MT activation rows at once. Each activation row has NACC independent partial
+// sums per block and as many running totals (acc * scale is added to its own total), so the only
+// chain that crosses groups is one FMA per total; the totals meet at the end of the row. Sized to
+// keep every accumulator in the 16 AVX2 registers beside the four byte planes.
+template <int MT>
+void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
+                   int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
+    constexpr int NACC = MT == 2 ? 1 : 2;
+    const DF df;
+    const DU8 d8;
+    const DU16 d16;
+    const Planes planes = make_planes(lut);
+    const int64_t body = k / kDotGroup * kDotGroup;
+    const int64_t groups_per_block = blocksize >= kDotGroup ? blocksize / kDotGroup : 1;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t base = r * row_elems;  // flat nibble index of (r, 0); a multiple of blocksize
+        const uint8_t* w = B + base / 2;
+        VF total[MT][NACC], acc[MT][NACC];
+        for (int t = 0; t < MT; ++t)
+            for (int j = 0; j < NACC; ++j) total[t][j] = acc[t][j] = hn::Zero(df);
+        auto flush = [&](const VF scale) {
+            for (int t = 0; t < MT; ++t)
+                for (int j = 0; j < NACC; ++j) {
+                    total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
+                    acc[t][j] = hn::Zero(df);
+                }
+        };
+        int64_t in_block = 0;
+        int64_t beta = base / blocksize;  // block of the current group
+        for (int64_t g = 0; g < body; g += kDotGroup) {
+            const VU8 x = hn::LoadU(d8, w + g / 2);
+            const VU8 mask = hn::Set(d8, 0x0F);
+            for (int half = 0; half < 2; ++half) {  // high nibbles (even elements), then low
+                const VU8 idx = half == 0 ? hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, x))), mask)
+                                          : hn::And(x, mask);
+                VF f[4];
+                lookup_f32(planes, idx, f);
+                for (int t = 0; t < MT; ++t) {
+                    const float* a = prepared + t * k + g + 32 * half;
+                    for (int m = 0; m < 4; ++m)
+                        acc[t][m % NACC] = hn::MulAdd(f[m], hn::LoadU(df, a + 8 * m), acc[t][m % NACC]);
+                }
+            }
+            if (++in_block == groups_per_block) {
+                in_block = 0;
+                // blocksize 32: lanes 0-3 of every vector belong to the group's first block (bytes
+                // 0-15), lanes 4-7 to the second.
+                if (blocksize >= kDotGroup) {
+                    flush(hn::Set(df, scales[beta]));
+                    beta += 1;
+                } else {
+                    flush(hn::ConcatLowerLower(df, hn::Set(df, scales[beta + 1]), hn::Set(df, scales[beta])));
+                    beta += 2;
+                }
+            }
+        }
+        if (in_block != 0) flush(hn::Set(df, scales[beta]));  // a block cut short by the row's last group
+        for (int t = 0; t < MT; ++t) {
+            VF sum_v = total[t][0];
+            for (int j = 1; j < NACC; ++j) sum_v = hn::Add(sum_v, total[t][j]);
+            float sum = hn::GetLane(hn::SumOfLanes(df, sum_v));
+            // Elements past the last whole group (k % 64), in order, one scale per block run.
+            const float* a = prepared + t * k;
+            int64_t kk = body;
+            while (kk < k) {
+                const int64_t b = (base + kk) / blocksize;
+                const int64_t run_end = std::min(k, (b + 1) * blocksize - base);
+                float partial = 0.0f;
+                for (; kk < run_end; ++kk) partial += a[kk] * lut[nibble_at(B, base + kk)];
+                sum += partial * scales[b];
+            }
+            sums[t * ldo + r] = sum;
+        }
+    }
+}
+
+void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
+              int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
+    int t = 0;
+    for (; t + 4 <= M; t += 4)
+        dot_rows_tile<4>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
+    for (; t + 2 <= M; t += 2)
+        dot_rows_tile<2>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
+    for (; t < M; ++t)
+        dot_rows_tile<1>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tables
+// ------------------------------------------------------------------------------------------------
+
+template <class T>
+const Quant4bitKernels<T>* quant_table() {
+    static const Quant4bitKernels<T> table{&quantize_blocks<T>, &dequantize_range<T>};
+    return &table;
+}
+
+const Dot4bitKernels* dot_table() {
+    static const Dot4bitKernels table{kDotGroup, &prepare, &dot_rows};
+    return &table;
+}
+
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+}  // namespace HWY_NAMESPACE
+}  // namespace kbit::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kbit::cpu {
+
+template <class T>
+const Quant4bitKernels<T>* simd_quant_4bit_kernels(int isa) {
+#if HWY_TARGETS & HWY_AVX3
+    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::quant_table<T>();
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::quant_table<T>();
+#endif
+    (void)isa;
+    return nullptr;
+}
+
+const Dot4bitKernels* simd_dot_4bit_kernels(int isa) {
+#if HWY_TARGETS & HWY_AVX3
+    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::dot_table();
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::dot_table();
+#endif
+    (void)isa;
+    return nullptr;
+}
+
+template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>(int);
+template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>(int);
+template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>(int);
+
+}  // namespace kbit::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,167 @@
+// LLM.int8 element kernels (Highway): row-wise int8 quantization, outlier-column flags, the int32
+// product's fp16 dequantization and the fp16 outlier product. Each evaluates exactly the reference
+// formula of ref_8bit.cpp, lane by lane.
+#include <cmath>
+
+#include "cpu_isa.h"
+#include "kbit_half.h"
+#include "kernels_8bit.h"
+#include "ref_8bit.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels_8bit_int8.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+HWY_BEFORE_NAMESPACE();
+namespace kbit::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadHalf(DF df, const kbit_half* p) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+template <class DF>
+HWY_INLINE void StoreHalf(DF, hn::Vec<DF> v, kbit_half* p) {
+    const hn::Rebind<hwy::float16_t, DF> dh;  // F16C / AVX-512: round to nearest even
+    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+}
+
+void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t cols, int64_t r0,
+                 int64_t r1) {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToSigned<decltype(df)> di;
+    const hn::Rebind<uint8_t, decltype(df)> d8;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const bool sparse = threshold > 0.0f;
+    const float threshold_half = half_to_float(float_to_half(threshold));
+    const auto vth_half = hn::Set(df, threshold_half);
+    const auto vth = hn::Set(df, threshold);
+    for (int64_t r = r0; r < r1; ++r) {
+        const kbit_half* row = A + r * cols;
+        int8_t* q = out + r * cols;
+        auto vmax = hn::Zero(df);
+        int64_t c = 0;
+        for (; c + N <= cols; c += N) {
+            auto v = hn::Abs(LoadHalf(df, row + c));
+            if (sparse) v = hn::IfThenElseZero(hn::Lt(v, vth_half), v);
+            vmax = hn::IfThenElse(hn::Gt(v, vmax), v, vmax);  // NaN ignored
+        }
+        float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+        for (; c < cols; ++c) {
+            const float v = std::fabs(half_to_float(row[c].bits));
+            if ((!sparse || v < threshold_half) && v > amax) amax = v;
+        }
+        rowStats[r] = amax;
+        const float scale = 127.0f / amax;
+        const auto vscale = hn::Set(df, scale);
+        for (c = 0; c + N <= cols; c += N) {
+            const auto a = LoadHalf(df, row + c);
+            auto y = hn::Mul(a, vscale);
+            // ref::int8_from_float_rn: NaN -> 0, round half to even, saturate to int32, low 8 bits.
+            y = hn::IfThenZeroElse(hn::IsNaN(y), y);
+            auto i32 = hn::ConvertTo(di, hn::Round(y));
+            if (sparse) i32 = hn::IfThenZeroElse(hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(a), vth))), i32);
+            const auto low = hn::And(i32, hn::Set(di, 0xFF));
+            hn::StoreU(hn::DemoteTo(d8, low), d8, reinterpret_cast<uint8_t*>(q + c));
+        }
+        for (; c < cols; ++c) {
+            const float a = half_to_float(row[c].bits);
+            q[c] = (sparse && !(std::fabs(a) < threshold)) ? int8_t{0} : ref::int8_from_float_rn(a * scale);
+        }
+    }
+}
+
+void OutlierFlags(const kbit_half* A, uint8_t* flags, float threshold, int64_t cols, int64_t r0, int64_t r1) {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToSigned<decltype(df)> di;
+    const hn::Rebind<uint8_t, decltype(df)> d8;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const float threshold_half = half_to_float(float_to_half(threshold));
+    const auto vth = hn::Set(df, threshold_half);
+    for (int64_t r = r0; r < r1; ++r) {
+        const kbit_half* row = A + r * cols;
+        int64_t c = 0;
+        for (; c + N <= cols; c += N) {
+            const auto hit = hn::Ge(hn::Abs(LoadHalf(df, row + c)), vth);
+            if (hn::AllFalse(df, hit)) continue;
+            const auto bits = hn::DemoteTo(d8, hn::IfThenElseZero(hn::RebindMask(di, hit), hn::Set(di, 1)));
+            hn::StoreU(hn::Or(hn::LoadU(d8, flags + c), bits), d8, flags + c);
+        }
+        for (; c < cols; ++c)
+            if (std::fabs(half_to_float(row[c].bits)) >= threshold_half) flags[c] = 1;
+    }
+}
+
+void DequantMm(const int32_t* A, const float* rowStats, const float* colStats, kbit_half* out, const kbit_half* bias,
+               int64_t cols, int64_t r0, int64_t r1) {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToSigned<decltype(df)> di;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const auto k = hn::Set(df, ref::kMmDequantScale);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int32_t* a = A + r * cols;
+        kbit_half* y = out + r * cols;
+        const auto rs = hn::Set(df, rowStats[r]);
+        int64_t c = 0;
+        for (; c + N <= cols; c += N) {
+            const auto scaled = hn::Mul(hn::Mul(hn::ConvertTo(df, hn::LoadU(di, a + c)), rs), hn::LoadU(df, colStats + c));
+            const auto b = bias != nullptr ? LoadHalf(df, bias + c) : hn::Zero(df);
+            StoreHalf(df, hn::MulAdd(scaled, k, b), y + c);  // one fused rounding, as fmaf
+        }
+        if (c < cols)
+            ref::dequant_mm_int32_fp16(a + c, rowStats + r, colStats + c, y + c, bias != nullptr ? bias + c : nullptr, 1,
+                                       cols - c);
+    }
+}
+
+void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols, int64_t count, const float* w,
+                   kbit_half* out, int64_t out_features, int64_t r0, int64_t r1) {
+    const hn::ScalableTag<float> df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    for (int64_t t = r0; t < r1; ++t) {
+        const kbit_half* a = A + t * in_features;
+        kbit_half* y = out + t * out_features;
+        int64_t o = 0;
+        for (; o + N <= out_features; o += N) {
+            auto acc = hn::Set(df, -0.0f);
+            for (int64_t j = 0; j < count; ++j)
+                acc = hn::Add(acc, hn::Mul(hn::Set(df, half_to_float(a[cols[j]].bits)), hn::LoadU(df, w + j * out_features + o)));
+            StoreHalf(df, hn::Add(LoadHalf(df, y + o), acc), y + o);
+        }
+        for (; o < out_features; ++o) {
+            float acc = -0.0f;
+            for (int64_t j = 0; j < count; ++j) acc += half_to_float(a[cols[j]].bits) * w[j * out_features + o];
+            y[o].bits = float_to_half(half_to_float(y[o].bits) + acc);
+        }
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kbit::cpu
+HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET
+
+#if HWY_ONCE
+namespace kbit::cpu {
+
+#define KBIT_INT8_TABLE(NS) \
+    Int8Kernels { NS::VectorQuant, NS::DequantMm, NS::OutlierFlags, NS::OutlierMatmul }
+
+const Int8Kernels* int8_kernels() {
+    static const Int8Kernels avx512 = KBIT_INT8_TABLE(N_AVX3);
+    static const Int8Kernels avx2 = KBIT_INT8_TABLE(N_AVX2);
+    switch (active_isa()) {
+        case Isa::Avx512: return &avx512;
+        case Isa::Avx2: return &avx2;
+        default: return nullptr;
+    }
+}
+
+}  // namespace kbit::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,381 @@
+#include "ref_4bit.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "kbit_code8.h"
+
+namespace kbit::ref {
+
+// ------------------------------------------------------------------------------------------------
+// Blockwise 4-bit
+// ------------------------------------------------------------------------------------------------
+
+template <class T>
+void quantize_4bit_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
+                          int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+        const int64_t begin = b * blocksize;
+        const int64_t end = std::min(begin + blocksize, n);
+        float amax = absmax_start(end - begin, blocksize);
+        for (int64_t i = begin; i < end; ++i) amax = absmax_fold(amax, Elem<T>::load(A[i]));
+        absmax[b] = amax;
+        const float r = 1.0f / amax;
+        for (int64_t i = begin; i < end; i += 2) {  // blocksize is even: pairs never straddle blocks
+            const float y0 = Elem<T>::load(A[i]) * r;
+            const float y1 = (i + 1 < n ? Elem<T>::load(A[i + 1]) : 0.0f) * r;  // odd n: padding zero
+            out[i / 2] = pack_nibbles(index_4bit(qt, y0), index_4bit(qt, y1));
+        }
+    }
+}
+
+template <class T>
+void quantize_4bit(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
+    quantize_4bit_blocks(qt, A, absmax, out, blocksize, n, 0, (n + blocksize - 1) / blocksize);
+}
+
+template <class T>
+void dequantize_4bit_range(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize,
+                           int64_t i0, int64_t i1) {
+    const float* lut = lut_4bit(qt);
+    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(lut[nibble_at(A, i)] * absmax[i / blocksize]);
+}
+
+template <class T>
+void dequantize_4bit(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t n) {
+    dequantize_4bit_range(qt, A, absmax, out, blocksize, 0, n);
+}
+
+// ------------------------------------------------------------------------------------------------
+// GEMV / GEMM
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Dot product of activations a[0, k) with the 4-bit weight row whose element kk is nibble
+// `base + kk`, in the reference order (per-block fp32 partial sums, scaled once per block).
+template <class T, class Scale>
+float dot_4bit_row(const T* a, int64_t k, const uint8_t* B, int64_t base, const float* lut, int64_t blocksize,
+                   Scale scale_of_block) {
+    float total = 0.0f;
+    int64_t kk = 0;
+    while (kk < k) {
+        const int64_t beta = (base + kk) / blocksize;
+        const int64_t run_end = std::min(k, (beta + 1) * blocksize - base);
+        float partial = 0.0f;
+        for (; kk < run_end; ++kk) {
+            const float product = Elem<T>::load(a[kk]) * lut[nibble_at(B, base + kk)];
+            partial += product;
+        }
+        const float scaled = partial * scale_of_block(beta);
+        total += scaled;
+    }
+    return total;
+}
+
+}  // namespace
+
+template <class T>
+void gemv_4bit_rows(int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out,
+                    int ldb, int blocksize, int r0, int r1) {
+    const int64_t row_stride = 2 * static_cast<int64_t>(ldb);
+    for (int r = r0; r < r1; ++r) {
+        const float sum = dot_4bit_row(A, k, B, row_stride * r, datatype, blocksize,
+                                       [absmax](int64_t beta) { return absmax[beta]; });
+        out[r] = Elem<T>::store(sum);
+    }
+}
+
+template <class T>
+void gemv_4bit(int m, int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out,
+               int ldb, int blocksize) {
+    gemv_4bit_rows(k, A, B, absmax, datatype, out, ldb, blocksize, 0, m);
+}
+
+template <class T>
+void gemm_4bit(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+               const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+               int blocksize, int quant_type) {
+    const float* lut = quant_type == 1 ? kFp4Values : kNf4Values;
+    auto scale = [=](int64_t beta) { return gemm_block_scale(beta, absmax, absmax_8bit, absmax_code, absmax_offset); };
+    for (int i = 0; i < M; ++i) {
+        for (int j = 0; j < N; ++j) {
+            float sum = dot_4bit_row(A + static_cast<int64_t>(i) * K, K, B, static_cast<int64_t>(j) * K, lut,
+                                     blocksize, scale);
+            if (bias != nullptr) sum += Elem<T>::load(bias[j]);
+            out[static_cast<int64_t>(i) * N + j] = Elem<T>::store(sum);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Nested absmax
+// ------------------------------------------------------------------------------------------------
+
+float nested_absmax_offset(const float* absmax, int64_t blocks) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) sum += absmax[b];
+    return static_cast<float>(sum / static_cast<double>(blocks));
+}
+
+void nested_absmax_quantize(const float* absmax, const float* code, uint8_t* qabsmax, float* nested_absmax,
+                            float* offset, int64_t blocks, int64_t nested_blocksize) {
+    const float mean = nested_absmax_offset(absmax, blocks);
+    for (int64_t nb = 0; nb * nested_blocksize < blocks; ++nb) {
+        const int64_t begin = nb * nested_blocksize;
+        const int64_t end = std::min(begin + nested_blocksize, blocks);
+        float amax = absmax_start(end - begin, nested_blocksize);
+        for (int64_t b = begin; b < end; ++b) amax = absmax_fold(amax, absmax[b] - mean);
+        nested_absmax[nb] = amax;
+        const float r = 1.0f / amax;
+        for (int64_t b = begin; b < end; ++b) qabsmax[b] = code8_index(code, (absmax[b] - mean) * r);
+    }
+    *offset = mean;
+}
+
+void nested_absmax_dequantize(const uint8_t* qabsmax, const float* code, const float* nested_absmax, float offset,
+                              float* absmax, int64_t blocks, int64_t nested_blocksize) {
+    for (int64_t b = 0; b < blocks; ++b) {
+        const float scaled = code[qabsmax[b]] * nested_absmax[b / nested_blocksize];
+        absmax[b] = scaled + offset;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// torchao NF4Tensor
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// torch's CPU evaluation of a binary op on T tensors: fp32 arithmetic, one rounding to T.
+template <class T>
+float rt(float x) {
+    return Elem<T>::load(Elem<T>::store(x));
+}
+
+// torch's contiguous fp32 sum (aten/src/ATen/native/cpu/SumKernel.cpp, cascade_sum on one thread
+// with 8-lane AVX2 vectors): the data is read as vectors of 8, summed as 4 interleaved rows of
+// vectors by a 4-level cascade, the rows are added, then the scalar tail, then the 8 lanes in order.
+// torchao's scalers.mean() is this sum divided by n (bf16/fp16 are converted to fp32 first).
+constexpr int kLanes = 8;
+using Lanes = std::array<float, kLanes>;
+
+void add_lanes(Lanes& acc, const Lanes& x) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[l];
+}
+
+// multi_row_sum over `size` steps of 4 rows, each row one 8-lane vector loaded from `vec(i, row)`.
+template <class Load>
+std::array<Lanes, 4> cascade_rows(int64_t size, Load vec) {
+    constexpr int kLevels = 4;
+    int64_t ceil_log2 = 0;
+    while ((int64_t{1} << ceil_log2) < size) ++ceil_log2;
+    const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
+    const int64_t level_step = int64_t{1} << level_power;
+    const int64_t level_mask = level_step - 1;
+    std::array<std::array<Lanes, 4>, kLevels> acc{};
+    int64_t i = 0;
+    while (i + level_step <= size) {
+        for (int64_t j = 0; j < level_step; ++j, ++i)
+            for (int row = 0; row < 4; ++row) add_lanes(acc[0][row], vec(i, row));
+        for (int j = 1; j < kLevels; ++j) {
+            for (int row = 0; row < 4; ++row) {
+                add_lanes(acc[j][row], acc[j - 1][row]);
+                acc[j - 1][row] = Lanes{};
+            }
+            if ((i & (level_mask << (j * level_power))) != 0) break;
+        }
+    }
+    for (; i < size; ++i)
+        for (int row = 0; row < 4; ++row) add_lanes(acc[0][row], vec(i, row));
+    for (int j = 1; j < kLevels; ++j)
+        for (int row = 0; row < 4; ++row) add_lanes(acc[0][row], acc[j][row]);
+    return acc[0];
+}
+
+float torch_sum(const float* x, int64_t n) {
+    if (n < kLanes) {  // torch's scalar row_sum: 4 interleaved partial sums, then the tail, then rows
+        float rows[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int64_t steps = n / 4;
+        for (int64_t i = 0; i < steps; ++i)
+            for (int row = 0; row < 4; ++row) rows[row] += x[i * 4 + row];
+        for (int64_t i = steps * 4; i < n; ++i) rows[0] += x[i];
+        for (int row = 1; row < 4; ++row) rows[0] += rows[row];
+        return 0.0f + rows[0];
+    }
+    const int64_t vectors = n / kLanes;
+    auto load = [x](int64_t v) {
+        Lanes l;
+        for (int k = 0; k < kLanes; ++k) l[k] = x[v * kLanes + k];
+        return l;
+    };
+    const int64_t steps = vectors / 4;
+    auto rows = cascade_rows(steps, [&](int64_t i, int row) { return load(i * 4 + row); });
+    for (int64_t v = steps * 4; v < vectors; ++v) add_lanes(rows[0], load(v));
+    for (int row = 1; row < 4; ++row) add_lanes(rows[0], rows[row]);
+    float total = 0.0f;
+    for (int64_t i = vectors * kLanes; i < n; ++i) total += x[i];
+    for (int k = 0; k < kLanes; ++k) total += rows[0][k];
+    return total;
+}
+
+// torchao's NF4 literals (the 4-decimal values of nf4_tensor.py).
+constexpr double kTorchaoNf4[16] = {-1.0,   -0.6962, -0.5251, -0.3949, -0.2844, -0.1848, -0.0911, 0.0,
+                                    0.0796, 0.1609,  0.2461,  0.3379,  0.4407,  0.5626,  0.7230,  1.0};
+
+template <class T>
+std::array<T, 16> make_torchao_table() {
+    std::array<T, 16> t;
+    for (int i = 0; i < 16; ++i) t[i] = Elem<T>::store(static_cast<float>(kTorchaoNf4[i]));
+    return t;
+}
+
+// Linear int8 code of a centred scaler: round half to even, clamp to [-128, 127]; NaN (0 * inf
+// when every scaler of a group equals the mean) converts to 0, as torch's x86 float -> int8 cast.
+int8_t torchao_scaler_code(float v) {
+    if (std::isnan(v)) return 0;
+    const float r = std::nearbyint(v);  // default rounding mode: half to even
+    return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
+}
+
+// Index of the nearest table entry to v by |v - nf4[j]| in T (ties and NaN -> lowest index).
+template <class T>
+uint8_t torchao_nearest(float v, const float* table) {
+    int best = 0;
+    float best_diff = std::fabs(rt<T>(v - table[0]));
+    if (std::isnan(best_diff)) return 0;
+    for (int j = 1; j < 16; ++j) {
+        const float d = std::fabs(rt<T>(v - table[j]));
+        if (std::isnan(d)) return static_cast<uint8_t>(j);  // torch's min propagates the first NaN
+        if (d < best_diff) {
+            best_diff = d;
+            best = j;
+        }
+    }
+    return static_cast<uint8_t>(best);
+}
+
+}  // namespace
+
+template <class T>
+const T* torchao_nf4_table() {
+    static const std::array<T, 16> table = make_torchao_table<T>();
+    return table.data();
+}
+
+template <class T>
+T torchao_mean(const T* scalers, int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = Elem<T>::load(scalers[i]);
+    return Elem<T>::store(torch_sum(x.data(), n) / static_cast<float>(n));
+}
+
+template <class T>
+void torchao_block_absmax(const T* w, T* scalers, int64_t b0, int64_t b1, int64_t block_size) {
+    for (int64_t b = b0; b < b1; ++b) {
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
+            const float a = std::fabs(Elem<T>::load(w[i]));
+            nan |= std::isnan(a);
+            amax = std::max(amax, a);
+        }
+        scalers[b] = Elem<T>::store(nan ? NAN : amax);  // torch's max propagates NaN
+    }
+}
+
+template <class T>
+void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantization_factor, T* scaler_mean,
+                     int64_t blocks, int64_t scaler_block_size) {
+    const T mean_t = torchao_mean(scalers, blocks);
+    const float mean = Elem<T>::load(mean_t);
+    std::vector<float> centred(static_cast<size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) centred[b] = rt<T>(Elem<T>::load(scalers[b]) - mean);
+    for (int64_t g = 0; g * scaler_block_size < blocks; ++g) {
+        const int64_t begin = g * scaler_block_size, end = begin + scaler_block_size;
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t b = begin; b < end; ++b) {
+            nan |= std::isnan(centred[b]);
+            amax = std::max(amax, std::fabs(centred[b]));
+        }
+        if (nan) amax = NAN;
+        // 256 / (2 * amax) is evaluated by torch as reciprocal(2 * amax) * 256, each rounded to T.
+        const float factor = rt<T>(rt<T>(1.0f / rt<T>(2.0f * amax)) * 256.0f);
+        quantization_factor[g] = Elem<T>::store(factor);
+        for (int64_t b = begin; b < end; ++b) quantized_scalers[b] = torchao_scaler_code(rt<T>(centred[b] * factor));
+    }
+    *scaler_mean = mean_t;
+}
+
+template <class T>
+void torchao_quantize_elements(const T* w, const T* scalers, uint8_t* quantized_data, int64_t b0, int64_t b1,
+                               int64_t block_size) {
+    const T* table_t = torchao_nf4_table<T>();
+    float table[16];
+    for (int j = 0; j < 16; ++j) table[j] = Elem<T>::load(table_t[j]);
+    for (int64_t b = b0; b < b1; ++b) {
+        const float s = Elem<T>::load(scalers[b]);
+        for (int64_t i = b * block_size; i < (b + 1) * block_size; i += 2) {
+            const uint8_t hi = torchao_nearest<T>(rt<T>(Elem<T>::load(w[i]) / s), table);
+            const uint8_t lo = torchao_nearest<T>(rt<T>(Elem<T>::load(w[i + 1]) / s), table);
+            quantized_data[i / 2] = pack_nibbles(hi, lo);
+        }
+    }
+}
+
+template <class T>
+void torchao_quantize(const T* w, uint8_t* quantized_data, int8_t* quantized_scalers, T* quantization_factor,
+                      T* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size) {
+    const int64_t blocks = n / block_size;
+    std::vector<T> scalers(static_cast<size_t>(blocks));
+    torchao_block_absmax(w, scalers.data(), 0, blocks, block_size);
+    torchao_scalers(scalers.data(), quantized_scalers, quantization_factor, scaler_mean, blocks, scaler_block_size);
+    torchao_quantize_elements(w, scalers.data(), quantized_data, 0, blocks, block_size);
+}
+
+template <class T>
+void torchao_dequantize(const uint8_t* quantized_data, const int8_t* quantized_scalers,
+                        const T* quantization_factor, const T* scaler_mean, T* out, int64_t n, int64_t block_size,
+                        int64_t scaler_block_size) {
+    const T* table = torchao_nf4_table<T>();
+    const float mean = Elem<T>::load(*scaler_mean);
+    for (int64_t b = 0; b < n / block_size; ++b) {
+        const float factor = Elem<T>::load(quantization_factor[b / scaler_block_size]);
+        const float scaler = rt<T>(rt<T>(static_cast<float>(quantized_scalers[b]) / factor) + mean);
+        for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i)
+            out[i] = Elem<T>::store(Elem<T>::load(table[nibble_at(quantized_data, i)]) * scaler);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Instantiations
+// ------------------------------------------------------------------------------------------------
+
+#define KBIT_REF_4BIT_INSTANTIATE(T)                                                                               \
+    template void quantize_4bit_blocks<T>(QuantType, const T*, float*, uint8_t*, int64_t, int64_t, int64_t,        \
+                                          int64_t);                                                                \
+    template void quantize_4bit<T>(QuantType, const T*, float*, uint8_t*, int64_t, int64_t);                       \
+    template void dequantize_4bit_range<T>(QuantType, const uint8_t*, const float*, T*, int64_t, int64_t,          \
+                                           int64_t);                                                               \
+    template void dequantize_4bit<T>(QuantType, const uint8_t*, const float*, T*, int64_t, int64_t);               \
+    template void gemv_4bit_rows<T>(int, const T*, const uint8_t*, const float*, const float*, T*, int, int, int,  \
+                                    int);                                                                          \
+    template void gemv_4bit<T>(int, int, const T*, const uint8_t*, const float*, const float*, T*, int, int);      \
+    template void gemm_4bit<T>(const T*, const uint8_t*, const float*, const uint8_t*, const float*, const float*, \
+                               T*, const T*, int, int, int, int, int);                                             \
+    template const T* torchao_nf4_table<T>();                                                                      \
+    template T torchao_mean<T>(const T*, int64_t);                                                                 \
+    template void torchao_quantize<T>(const T*, uint8_t*, int8_t*, T*, T*, int64_t, int64_t, int64_t);             \
+    template void torchao_block_absmax<T>(const T*, T*, int64_t, int64_t, int64_t);                                \
+    template void torchao_scalers<T>(const T*, int8_t*, T*, T*, int64_t, int64_t);                                 \
+    template void torchao_quantize_elements<T>(const T*, const T*, uint8_t*, int64_t, int64_t, int64_t);           \
+    template void torchao_dequantize<T>(const uint8_t*, const int8_t*, const T*, const T*, T*, int64_t, int64_t,   \
+                                        int64_t);
+
+KBIT_REF_4BIT_INSTANTIATE(float)
+KBIT_REF_4BIT_INSTANTIATE(kbit_half)
+KBIT_REF_4BIT_INSTANTIATE(kbit_bf16)
+
+}  // namespace kbit::ref

@@ -1,0 +1,133 @@
+#include "ref_8bit.h"
+
+#include <cmath>
+
+#include "kbit_code8.h"
+#include "kbit_half.h"
+
+namespace kbit::ref {
+
+template <class T>
+void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                             int64_t n) {
+    for (int64_t start = 0, b = 0; start < n; start += blocksize, ++b) {
+        const int64_t end = start + blocksize < n ? start + blocksize : n;
+        float amax = absmax_start(end - start, blocksize);
+        for (int64_t i = start; i < end; ++i) amax = absmax_fold(amax, Elem<T>::load(A[i]));
+        absmax[b] = amax;
+        const float r = 1.0f / amax;  // zero block: +inf, then 0 * inf = NaN -> code 0
+        for (int64_t i = start; i < end; ++i) out[i] = code8_index(code, Elem<T>::load(A[i]) * r);
+    }
+}
+
+template <class T>
+void dequantize_blockwise_8bit(const float* code, const uint8_t* A, const float* absmax, T* out,
+                               int64_t blocksize, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+}
+
+#define KBIT_REF_8BIT_INSTANTIATE(T)                                                                        \
+    template void quantize_blockwise_8bit<T>(const float*, const T*, float*, uint8_t*, int64_t, int64_t);   \
+    template void dequantize_blockwise_8bit<T>(const float*, const uint8_t*, const float*, T*, int64_t,     \
+                                               int64_t);
+KBIT_REF_8BIT_INSTANTIATE(float)
+KBIT_REF_8BIT_INSTANTIATE(kbit_half)
+KBIT_REF_8BIT_INSTANTIATE(kbit_bf16)
+#undef KBIT_REF_8BIT_INSTANTIATE
+
+int8_t int8_from_float_rn(float v) {
+    int32_t q;
+    if (std::isnan(v)) q = 0;
+    else if (v >= 2147483648.0f) q = INT32_MAX;
+    else if (v <= -2147483648.0f) q = INT32_MIN;
+    else q = static_cast<int32_t>(std::nearbyint(v));  // default rounding mode: half to even
+    return static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint32_t>(q) & 0xFFu));
+}
+
+void int8_vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows,
+                       int64_t cols) {
+    const bool sparse = threshold > 0.0f;
+    const float threshold_half = half_to_float(float_to_half(threshold));
+    for (int64_t r = 0; r < rows; ++r) {
+        const kbit_half* row = A + r * cols;
+        float amax = 0.0f;  // the max of fp16 magnitudes is itself an fp16 value
+        for (int64_t c = 0; c < cols; ++c) {
+            const float v = std::fabs(half_to_float(row[c].bits));
+            if ((!sparse || v < threshold_half) && v > amax) amax = v;
+        }
+        rowStats[r] = amax;
+        const float scale = 127.0f / amax;
+        for (int64_t c = 0; c < cols; ++c) {
+            const float a = half_to_float(row[c].bits);
+            out[r * cols + c] = (sparse && !(std::fabs(a) < threshold)) ? int8_t{0} : int8_from_float_rn(a * scale);
+        }
+    }
+}
+
+void int8_outlier_columns(const kbit_half* A, int8_t* out, uint8_t* outlier_cols, float threshold,
+                          int64_t rows, int64_t cols) {
+    const float threshold_half = half_to_float(float_to_half(threshold));
+    for (int64_t c = 0; c < cols; ++c) {
+        bool outlier = false;
+        for (int64_t r = 0; r < rows && threshold > 0.0f; ++r)
+            if (std::fabs(half_to_float(A[r * cols + c].bits)) >= threshold_half) outlier = true;
+        if (outlier_cols != nullptr) outlier_cols[c] = outlier ? 1 : 0;
+        if (outlier && rows > 1)
+            for (int64_t r = 0; r < rows; ++r) out[r * cols + c] = 0;
+    }
+}
+
+void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int32_t* C, int64_t lda,
+               int64_t ldb, int64_t ldc) {
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t o = 0; o < k; ++o) {
+            int64_t acc = 0;
+            for (int64_t i = 0; i < m; ++i) acc += int64_t{A[o * lda + i]} * int64_t{B[t * ldb + i]};
+            C[t * ldc + o] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(acc)));
+        }
+}
+
+int8_t saturate_int8_rn(float v) {
+    if (std::isnan(v)) return 0;
+    const float r = std::nearbyint(v);
+    return static_cast<int8_t>(r >= 127.0f ? 127.0f : (r <= -128.0f ? -128.0f : r));
+}
+
+void igemm_s8(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int8_t* C, const float* row_scale,
+              int64_t lda, int64_t ldb, int64_t ldc) {
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t o = 0; o < k; ++o) {
+            int32_t acc = 0;
+            igemm_s32(m, 1, 1, A + o * lda, B + t * ldb, &acc, lda, ldb, 1);
+            if (row_scale != nullptr) C[t * ldc + o] = saturate_int8_rn(static_cast<float>(acc) * row_scale[o]);
+            else C[t * ldc + o] = static_cast<int8_t>(acc > 127 ? 127 : (acc < -128 ? -128 : acc));
+        }
+}
+
+void dequant_mm_int32_fp16(const int32_t* A, const float* rowStats, const float* colStats, kbit_half* out,
+                           const kbit_half* bias, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+            const float scaled = static_cast<float>(A[r * cols + c]) * rowStats[r] * colStats[c];
+            const float b = bias != nullptr ? half_to_float(bias[c].bits) : 0.0f;
+            out[r * cols + c].bits = float_to_half(std::fma(scaled, kMmDequantScale, b));
+        }
+}
+
+void int8_outlier_matmul_fp16(const kbit_half* A, const int8_t* W, const float* W_stats,
+                              const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
+                              int64_t in_features) {
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t o = 0; o < out_features; ++o) {
+            float acc = -0.0f;
+            for (int64_t c = 0; c < in_features; ++c) {
+                if (outlier_cols[c] == 0) continue;
+                const float w = static_cast<float>(W[o * in_features + c]) * W_stats[o] * kInv127;
+                acc += half_to_float(A[t * in_features + c].bits) * half_to_float(float_to_half(w));
+            }
+            kbit_half& y = out[t * out_features + o];
+            y.bits = float_to_half(half_to_float(y.bits) + acc);
+        }
+}
+
+}  // namespace kbit::ref

@@ -1,0 +1,58 @@
+// ref_8bit.h — scalar reference of the 8-bit interface (blockwise dynamic 8-bit and LLM.int8): the
+// CPU backend's KBIT_CPU_ISA=ref kernels and the conformance suite's oracle. Written for clarity, one
+// element at a time, in the evaluation order the header documents. Arguments are assumed valid.
+#pragma once
+
+#include <cstdint>
+
+#include "kbit/kbit_core.h"
+
+namespace kbit::ref {
+
+// fp32(1 / 127) (hex 3c010204): bitsandbytes' int8 dequantization factor.
+constexpr float kInv127 = 0x1.020408p-7f;
+// fp32(1 / (127 * 127)) = 6.200012e-05f (hex 38820610): cdequant_mm_int32_fp16's constant.
+constexpr float kMmDequantScale = 0x1.040c20p-14f;
+
+// Blockwise dynamic 8-bit, T = float, kbit_half or kbit_bf16.
+template <class T>
+void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                             int64_t n);
+template <class T>
+void dequantize_blockwise_8bit(const float* code, const uint8_t* A, const float* absmax, T* out,
+                               int64_t blocksize, int64_t n);
+
+// CUDA's __float2int_rn stored into int8_t: NaN -> 0, saturate to int32, round half to even, keep the
+// low 8 bits (what bitsandbytes' int8 quantizer stores when a value exceeds the row scale).
+int8_t int8_from_float_rn(float v);
+
+// cint8_vector_quant on rows x cols fp16.
+void int8_vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows,
+                       int64_t cols);
+
+// The outlier-column part of kbit_int8_vectorwise_quant: outlier_cols[c] = some |A[r][c]| >=
+// fp16(threshold) (none when threshold == 0); when rows > 1, those columns of `out` become 0.
+void int8_outlier_columns(const kbit_half* A, int8_t* out, uint8_t* outlier_cols, float threshold,
+                          int64_t rows, int64_t cols);
+
+// cigemmlt_* in bitsandbytes' convention: acc[t][o] = sum_{i < m} A[o*lda + i] * B[t*ldb + i] in
+// int32 (wrapping modulo 2^32, as an int32 accumulator does), t < n, o < k.
+void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int32_t* C, int64_t lda,
+               int64_t ldb, int64_t ldc);
+// int8 output: saturate(rint(acc)) or, with row_scale, saturate(rint(float(acc) * row_scale[o])).
+void igemm_s8(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int8_t* C, const float* row_scale,
+              int64_t lda, int64_t ldb, int64_t ldc);
+// float -> int8 with round half to even and saturation; NaN -> 0.
+int8_t saturate_int8_rn(float v);
+
+// cdequant_mm_int32_fp16; bias may be NULL.
+void dequant_mm_int32_fp16(const int32_t* A, const float* rowStats, const float* colStats, kbit_half* out,
+                           const kbit_half* bias, int64_t rows, int64_t cols);
+
+// kbit_int8_outlier_matmul_fp16: out[t][o] = RN(out[t][o] + sum), the sum in fp32 over increasing
+// outlier columns c, starting from -0.0 (the additive identity, so no outliers leave out unchanged).
+void int8_outlier_matmul_fp16(const kbit_half* A, const int8_t* W, const float* W_stats,
+                              const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
+                              int64_t in_features);
+
+}  // namespace kbit::ref

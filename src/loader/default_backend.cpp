@@ -1,0 +1,49 @@
+#include "default_backend.h"
+
+#include <atomic>
+
+#include "discovery.h"
+
+namespace kbit::loader {
+
+std::atomic<const kbit_backend*> g_default_backend{nullptr};
+
+namespace {
+
+struct DefaultChoice {
+    std::string problem;  // "" or "no default backend: <why>"
+    std::unique_ptr<kbit_backend> backend;
+
+    DefaultChoice() {
+        try {
+            backend = choose_default(&problem);
+        } catch (const std::exception& e) {  // the trampolines must not throw
+            backend = nullptr;
+            problem = std::string("no default backend: internal error: ") + e.what();
+        }
+        if (backend == nullptr) {
+            const std::string prefix = "no default backend: ";
+            backend = make_null_backend(problem.compare(0, prefix.size(), prefix) == 0 ? problem.substr(prefix.size())
+                                                                                        : problem);
+        }
+        backend->loader_owned = true;
+        g_default_backend.store(backend.get(), std::memory_order_release);
+    }
+};
+
+// Constructed on first use (C++ runs it in one thread while the others wait) and never destroyed:
+// static destructors and atexit handlers of the program may still call kbit functions at exit (and
+// the backend's own destructors run when the process ends, as for any library). So a dlclose() of
+// libkbit.so leaves its default backend loaded; explicit handles are closed by their owners.
+const DefaultChoice& choice() {
+    static const DefaultChoice* const c = new DefaultChoice;
+    return *c;
+}
+
+}  // namespace
+
+const kbit_backend& default_backend() { return *choice().backend; }
+
+const std::string& default_backend_problem() { return choice().problem; }
+
+}  // namespace kbit::loader

@@ -1,0 +1,208 @@
+#include "stubs.h"
+
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "backend.h"
+#include "kbit_error.h"
+#include "loader_state.h"
+
+namespace kbit::loader {
+namespace {
+
+constexpr int kNullSlot = kSlots;
+
+struct Slot {
+    bool used = false;
+    int refs = 0;
+    uint64_t generation = 0;
+    void* handle = nullptr;
+    std::string name, path;
+    std::string info;  // kbit_backend_info() when the backend lacks it, or the "no backend" reason
+    int32_t state[kInterfaces] = {};
+    uint32_t version[kInterfaces] = {};
+    const char* (*vendor_last_error)() = nullptr;
+};
+
+Slot g_slots[kSlots + 1];
+std::mutex g_mutex;
+
+int acquire_slot(const kbit_backend& b) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (int i = 0; i < kSlots; ++i) {
+        Slot& s = g_slots[i];
+        if (s.used && s.handle == b.handle && s.name == b.record.name() && s.path == b.record.path()) {
+            ++s.refs;
+            return i;
+        }
+    }
+    for (int i = 0; i < kSlots; ++i) {
+        Slot& s = g_slots[i];
+        if (s.used) continue;
+        s.used = true;
+        s.refs = 1;
+        ++s.generation;
+        s.handle = b.handle;
+        s.name = b.record.name();
+        s.path = b.record.path();
+        s.info = "backend " + s.name + " (" + s.path + ") does not implement kbit_backend_info()";
+        for (int k = 0; k < kInterfaces; ++k) {
+            s.state[k] = b.record.ifaces[k].state;
+            s.version[k] = b.record.ifaces[k].version;
+        }
+        s.vendor_last_error = b.vendor_last_error;
+        return i;
+    }
+    return -1;
+}
+
+// Sets the thread's error for a stub call of `fn` (interface iface, since-minor since) in slot s.
+void stub_failed(int slot, int iface, const char* fn, uint32_t since) noexcept {
+    const Slot& s = g_slots[slot];
+    ThreadState& t = thread_state();
+    const char* vendor = s.vendor_last_error != nullptr ? s.vendor_last_error() : "";
+    std::strncpy(t.vendor_snapshot, vendor != nullptr ? vendor : "", sizeof t.vendor_snapshot - 1);
+    t.vendor_snapshot[sizeof t.vendor_snapshot - 1] = '\0';
+    t.stub_slot = slot;
+    t.stub_generation = s.generation;
+    if (slot == kNullSlot) {
+        fail(KBIT_STATUS_NOT_IMPLEMENTED, fn, "%s", s.info.c_str());
+        return;
+    }
+    const InterfaceInfo& info = interface_info(iface);
+    const char* name = s.name.c_str();
+    const char* path = s.path.c_str();
+    switch (s.state[iface]) {
+        case KBIT_INTERFACE_ACCEPTED:
+            if (since > KBIT_VERSION_MINOR_OF(s.version[iface])) {
+                fail(KBIT_STATUS_NOT_IMPLEMENTED, fn,
+                     "not implemented by backend %s (%s), whose %s interface is %s (%s is %s %u.%u)", name, path,
+                     info.name, version_text(s.version[iface]).text, fn, info.name, static_cast<unsigned>(info.major),
+                     static_cast<unsigned>(since));
+            } else {
+                fail(KBIT_STATUS_NOT_IMPLEMENTED, fn, "not implemented by backend %s (%s)", name, path);
+            }
+            return;
+        case KBIT_INTERFACE_REJECTED:
+            fail(KBIT_STATUS_NOT_IMPLEMENTED, fn,
+                 "not implemented by backend %s (%s), whose %s interface %s was rejected (this loader expects major %u)",
+                 name, path, info.name, version_text(s.version[iface]).text, static_cast<unsigned>(info.major));
+            return;
+        default:
+            fail(KBIT_STATUS_NOT_IMPLEMENTED, fn, "not implemented by backend %s (%s), which does not export the %s interface",
+                 name, path, info.name);
+    }
+}
+
+// The backend's last error, unless a stub of this slot failed later in this thread. A stub failure
+// is "later" while the vendor's message is still the one it had when the stub ran.
+const char* merged_last_error(int slot) noexcept {
+    const Slot& s = g_slots[slot];
+    const ThreadState& t = thread_state();
+    const char* vendor = s.vendor_last_error != nullptr ? s.vendor_last_error() : nullptr;
+    if (vendor == nullptr) vendor = "";
+    if (slot == kNullSlot) return kbit::last_error_message();
+    if (t.stub_slot == slot && t.stub_generation == s.generation &&
+        std::strncmp(vendor, t.vendor_snapshot, sizeof t.vendor_snapshot - 1) == 0)
+        return kbit::last_error_message();
+    return vendor;
+}
+
+template <class D, int S, class P = typename D::Ptr>
+struct Stub;
+
+template <class D, int S, class R, class... A>
+struct Stub<D, S, R (*)(A...)> {
+    static R call(A... args) noexcept {
+        if constexpr (same(D::id, "kbit_backend_probe")) {
+            return 0;  // "cannot run here"; only the null backend lacks a probe
+        } else if constexpr (same(D::id, "kbit_backend_name")) {
+            return g_slots[S].name.c_str();
+        } else if constexpr (same(D::id, "kbit_backend_info")) {
+            return g_slots[S].info.c_str();
+        } else if constexpr (same(D::id, "kbit_status_string")) {
+            return kbit::status_name(args...);
+        } else if constexpr (same(D::id, "kbit_last_error_message")) {
+            return merged_last_error(S);
+        } else {
+            ((void)args, ...);
+            stub_failed(S, D::iface, D::id, D::since);
+            if constexpr (D::kind == Result::Status) return KBIT_STATUS_NOT_IMPLEMENTED;
+            else if constexpr (D::kind == Result::Pointer || D::kind == Result::String) return nullptr;
+            else return R{};
+        }
+    }
+};
+
+template <class D, size_t... S>
+typename D::Ptr stub_at(int slot, std::index_sequence<S...>) {
+    static constexpr typename D::Ptr all[] = {&Stub<D, static_cast<int>(S)>::call...};
+    return all[slot];
+}
+
+template <class D>
+typename D::Ptr stub_for(int slot) {
+    return stub_at<D>(slot, std::make_index_sequence<kSlots + 1>{});
+}
+
+bool needs_stubs(const kbit_backend& b) {
+    bool need = false;
+    for_each_interface([&](auto traits) {
+        using T = decltype(traits);
+        if (!b.accepted(T::id)) need = true;
+        const auto& table = table_of<T::id>(b.tables);
+        for_each(typename T::Functions{}, [&](auto* d) {
+            using D = std::remove_pointer_t<decltype(d)>;
+            if (table.*D::member == nullptr) need = true;
+        });
+    });
+    return need;
+}
+
+}  // namespace
+
+bool install_stubs(kbit_backend& b, std::string* error) {
+    if (b.slot < 0) {
+        if (!needs_stubs(b)) return true;
+        b.slot = acquire_slot(b);
+        if (b.slot < 0) {
+            *error = b.record.path() + ": cannot be opened now: " + std::to_string(kSlots) +
+                     " other backend files with missing functions are open (close one first)";
+            return false;
+        }
+    }
+    for_each_interface([&](auto traits) {
+        using T = decltype(traits);
+        auto& table = table_of<T::id>(b.tables);
+        for_each(typename T::Functions{}, [&](auto* d) {
+            using D = std::remove_pointer_t<decltype(d)>;
+            if (table.*D::member == nullptr) table.*D::member = stub_for<D>(b.slot);
+        });
+    });
+    b.tables.core.kbit_last_error_message = stub_for<core::kbit_last_error_message>(b.slot);
+    return true;
+}
+
+void release_slot(int slot) {
+    if (slot < 0 || slot >= kSlots) return;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Slot& s = g_slots[slot];
+    if (--s.refs == 0) {
+        s.used = false;
+        s.handle = nullptr;
+        s.vendor_last_error = nullptr;
+    }
+}
+
+int null_slot(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Slot& s = g_slots[kNullSlot];
+    s.used = true;
+    ++s.generation;
+    s.name = "none";
+    s.info = "no kbit backend is available: " + reason;
+    return kNullSlot;
+}
+
+}  // namespace kbit::loader

@@ -1,0 +1,30 @@
+// stubs.h — loader stubs for functions a backend lacks.
+//
+// A stub must name the function and the backend ("cquantize_blockwise_fp32_nf4: not implemented by
+// backend cpu (/usr/lib/libkbit_cpu.so)"), but a C function pointer carries no data. So each stub is
+// a template instance per (function, slot): a slot is the identity of one loaded backend file (name,
+// path, interface versions), held while any handle of that file is open. There are kSlots slots for
+// backends plus one for the trampolines' "no backend" stand-in. This registry, guarded by a mutex, is
+// the only loader state besides the default backend; it never changes what any call does.
+#pragma once
+
+#include <string>
+
+struct kbit_backend;
+
+namespace kbit::loader {
+
+constexpr int kSlots = 16;
+
+// Replaces every NULL member of the backend's tables with a stub of its slot (acquired here if the
+// backend has none yet), and routes its core kbit_last_error_message through the slot so that stub
+// failures are reported too. False (with *error) when all slots are taken.
+bool install_stubs(kbit_backend& backend, std::string* error);
+
+// Gives a backend's slot back (no-op for -1 and the null slot).
+void release_slot(int slot);
+
+// The slot of the "no backend" stand-in, with the reason its stubs report.
+int null_slot(const std::string& reason);
+
+}  // namespace kbit::loader

@@ -1,0 +1,130 @@
+// fixture.h — scenario isolation for the loader tests: a fresh temporary directory per scenario
+// holding a private copy of libkbit.so and the fake backends it should see, KBIT_* variables set
+// for the scenario only, and typed access to the copy's exports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kbit/kbit_loader.h"
+
+namespace loader_test {
+
+// The loader API of one libkbit.so copy, typed from abi/kbit_loader.def.
+struct LoaderApi {
+#define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
+#include "kbit_loader.def"
+#undef KBIT_FN
+    uint32_t (*kbit_loader_interface_version)(void) = nullptr;
+};
+
+// A directory under $TMPDIR (or /tmp), canonical path, removed with its contents at the end.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+    // Copies `file` into the directory (as `as`, default its own name); returns the new path.
+    std::string add(const std::string& file, const std::string& as = "") const;
+    // Creates a subdirectory (canonical path returned).
+    std::string subdir(const std::string& name) const;
+
+private:
+    std::string path_;
+};
+
+// Clears KBIT_BACKEND, KBIT_BACKEND_PATH and KBIT_LOADER_DEBUG for a scenario and restores them after.
+class Env {
+public:
+    Env();
+    ~Env();
+    void set(const char* name, const std::string& value);
+    void unset(const char* name);
+
+private:
+    std::vector<std::pair<std::string, std::string>> saved_;
+    std::vector<std::string> unset_;
+};
+
+// A private copy of a loader (default: the build's libkbit.so) as <dir>/libkbit.so, dlopened with
+// RTLD_LOCAL, so each scenario starts with a loader that has chosen no default backend yet.
+class Loader {
+public:
+    explicit Loader(const std::string& dir, const std::string& source = KBIT_TEST_LOADER);
+    ~Loader();
+    Loader(const Loader&) = delete;
+    Loader& operator=(const Loader&) = delete;
+    // Any export of the copy (a trampoline, a version symbol); fails the test if absent. Uses Catch
+    // assertions, so call it from the test's thread only.
+    template <class F>
+    F sym(const char* name) const {
+        return reinterpret_cast<F>(raw_sym(name));
+    }
+    void* raw_sym(const char* name) const;
+    // kbit_last_error_message() of this copy (safe from any thread).
+    std::string last_error() const { return last_error_fn(); }
+
+    LoaderApi api;
+    const char* (*last_error_fn)(void) = nullptr;
+    std::string path;
+    void* handle = nullptr;
+};
+
+// kbit_loader_open() through a loader copy: the status, the handle (NULL on failure) and the
+// message kbit_last_error_message() reports for a failure ("" on success).
+struct Opened {
+    kbit_status status;
+    kbit_backend* backend;
+    std::string message;
+};
+Opened open_backend(const Loader& loader, const char* spec);
+
+// Calls a function with value-initialised arguments (NULL pointers, zeros): the fakes ignore them.
+template <class R, class... A>
+R call_with_zeros(R (*fn)(A...)) {
+    return fn(A{}...);
+}
+
+// Path of a fake variant: <build>/tests/loader/fakes/libkbit_<variant>.so.
+std::string fake(const std::string& variant);
+
+// The test controls of a fake that is already loaded (by a loader) at `path`.
+class FakeControls {
+public:
+    explicit FakeControls(const std::string& path);
+    ~FakeControls();
+    FakeControls(const FakeControls&) = delete;
+    FakeControls& operator=(const FakeControls&) = delete;
+    int (*probe_calls)(void) = nullptr;
+    void (*set_result)(int32_t) = nullptr;
+    const char* (*last_call)(void) = nullptr;
+    void* handle = nullptr;
+};
+
+// Everything written to file descriptor 2 while alive (KBIT_LOADER_DEBUG output).
+class StderrCapture {
+public:
+    StderrCapture();
+    ~StderrCapture();
+    std::string finish();
+
+private:
+    int saved_fd_ = -1;
+    std::string file_;
+    bool done_ = false;
+};
+
+// Number of memory mappings of the file at `path` in this process (/proc/self/maps).
+int mappings(const std::string& path);
+inline bool is_mapped(const std::string& path) { return mappings(path) > 0; }
+
+// "MAJOR.MINOR".
+std::string version(uint32_t packed);
+
+// What this process is, as the loader names it in ELF machine mismatches ("x86-64 (62)").
+std::string this_machine();
+
+}  // namespace loader_test

@@ -1,0 +1,182 @@
+// Trampolines: libkbit.so's exports forward every interface function to the default backend, report
+// the last failure whether it came from the loader or the backend, and stand in when there is none.
+#include <dlfcn.h>
+
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "fixture.h"
+
+using namespace loader_test;
+
+namespace {
+
+using Text = const char* (*)(void);
+
+// Calls every trampoline of one interface list with zero arguments and checks that the fake's
+// function of the same name answered (the fake records the name of each call).
+template <class Fn>
+void call_all(const Loader& l, const FakeControls& fc, const char* name, Fn* /*type*/) {
+    INFO(name);
+    auto fn = l.sym<Fn*>(name);
+    call_with_zeros(fn);
+    CHECK(std::string(fc.last_call()) == name);
+}
+
+}  // namespace
+
+TEST_CASE("trampolines: every exported function forwards to the default backend's function", "[trampolines]") {
+    TempDir dir;
+    Env env;
+    const std::string good = dir.add(fake("good"));
+    Loader l(dir.path());
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "good");
+    CHECK(std::string(l.sym<Text>("kbit_backend_info")()) == "fake backend good for the loader tests");
+    CHECK(l.sym<int32_t (*)(void)>("kbit_backend_probe")() == 5);
+    CHECK(std::string(l.sym<const char* (*)(kbit_status)>("kbit_status_string")(0)) == "FAKE_SUCCESS");
+    FakeControls fc(good);
+#define KBIT_FN(minor, ret, name, params, args) call_all(l, fc, #name, static_cast<ret(*) params>(nullptr));
+#include "kbit_4bit.def"
+#include "kbit_8bit.def"
+#include "kbit_optim8.def"
+#undef KBIT_FN
+    // The version symbols are the loader's own: it implements every interface.
+    CHECK(l.sym<uint32_t (*)(void)>("kbit_core_interface_version")() == KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR));
+    CHECK(l.sym<uint32_t (*)(void)>("kbit_4bit_interface_version")() == KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR));
+    CHECK(l.sym<uint32_t (*)(void)>("kbit_8bit_interface_version")() == KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR));
+    CHECK(l.sym<uint32_t (*)(void)>("kbit_optim8_interface_version")() ==
+          KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR));
+    // Device memory goes through the backend too.
+    void* p = nullptr;
+    CHECK(l.sym<kbit_status (*)(void**, size_t)>("kbit_device_malloc")(&p, 64) == KBIT_STATUS_SUCCESS);
+    CHECK(p != nullptr);
+    CHECK(l.sym<kbit_status (*)(void*)>("kbit_device_free")(p) == KBIT_STATUS_SUCCESS);
+}
+
+TEST_CASE("trampolines: kbit_last_error_message reports the last failure, from the loader or the backend",
+          "[trampolines]") {
+    TempDir dir;
+    Env env;
+    const std::string path = dir.add(fake("missingfn"));
+    Loader l(dir.path());
+    auto quantize = l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
+        "cquantize_blockwise_fp32_nf4");
+    auto dequantize = l.sym<kbit_status (*)(float*, unsigned char*, float*, float*, int, const int, void*)>(
+        "cdequantize_blockwise_fp32_nf4");
+    CHECK(l.last_error().empty());  // before the first call: no backend chosen, nothing failed
+    CHECK(quantize(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
+    CHECK(l.last_error().empty());
+    FakeControls fc(path);
+
+    const std::string stub = "cdequantize_blockwise_fp32_nf4: not implemented by backend missingfn (" + path + ")";
+    CHECK(dequantize(nullptr, nullptr, nullptr, nullptr, 64, 0, nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == stub);
+
+    fc.set_result(KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(quantize(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(l.last_error() == "cquantize_blockwise_fp32_nf4: fake missingfn failure (status 1)");
+    CHECK(l.sym<kbit_context* (*)(void)>("get_context")() == nullptr);  // a pointer result fails too
+    CHECK(l.last_error() == "get_context: fake missingfn failure (status 1)");
+
+    CHECK(l.api.kbit_loader_open("no such", nullptr) == KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(l.last_error() == "kbit_loader_open: out is NULL");
+
+    CHECK(dequantize(nullptr, nullptr, nullptr, nullptr, 64, 0, nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == stub);
+
+    // A successful call changes nothing; another thread has its own (empty) state.
+    fc.set_result(KBIT_STATUS_SUCCESS);
+    CHECK(quantize(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
+    CHECK(l.last_error() == stub);
+    std::string other;
+    std::thread t([&] { other = l.last_error(); });
+    t.join();
+    CHECK(other.empty());
+}
+
+TEST_CASE("trampolines: with no usable backend every function reports why", "[trampolines]") {
+    TempDir dir;
+    Env env;
+    dir.add(fake("probe0"));
+    Loader l(dir.path());
+    const std::string why = "no kbit backend is available: none of 1 candidate is usable";
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "none");
+    CHECK(std::string(l.sym<Text>("kbit_backend_info")()) == why);
+    CHECK(l.sym<int32_t (*)(void)>("kbit_backend_probe")() == 0);
+    CHECK(std::string(l.sym<const char* (*)(kbit_status)>("kbit_status_string")(KBIT_STATUS_INVALID_ARGUMENT)) ==
+          "KBIT_STATUS_INVALID_ARGUMENT");
+    CHECK(l.sym<kbit_status (*)(void**, size_t)>("kbit_device_malloc")(nullptr, 1) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_device_malloc: " + why);
+    CHECK(l.sym<void* (*)(size_t)>("cget_managed_ptr")(16) == nullptr);
+    CHECK(l.last_error() == "cget_managed_ptr: " + why);
+    CHECK(call_with_zeros(l.sym<kbit_status (*)(int32_t, int32_t, const void*, float*, uint8_t*, int64_t, int64_t, void*)>(
+              "kbit_quantize_4bit")) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_quantize_4bit: " + why);
+    kbit_backend* b = reinterpret_cast<kbit_backend*>(1);
+    CHECK(l.api.kbit_loader_default(&b) == KBIT_STATUS_NOT_SUPPORTED);
+    CHECK(b == nullptr);
+    CHECK(l.last_error() == "kbit_loader_default: no default backend: none of 1 candidate is usable");
+}
+
+TEST_CASE("trampolines: KBIT_BACKEND that cannot be used is reported, not replaced", "[trampolines]") {
+    TempDir dir;
+    Env env;
+    dir.add(fake("good"));
+    const std::string probe0 = dir.add(fake("probe0"));
+    env.set("KBIT_BACKEND", "probe0");
+    Loader l(dir.path());
+    CHECK(l.sym<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND=probe0: " + probe0 +
+                                ": kbit_backend_probe() returned 0: the backend cannot run on this machine");
+}
+
+TEST_CASE("trampolines: functions of interfaces the default backend lacks or rejects are stubs", "[trampolines]") {
+    TempDir dir;
+    Env env;
+    SECTION("absent interface") {
+        const std::string path = dir.add(fake("coreonly"));
+        Loader l(dir.path());
+        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
+                  "cquantize_blockwise_bf16_fp4")) == KBIT_STATUS_NOT_IMPLEMENTED);
+        CHECK(l.last_error() == "cquantize_blockwise_bf16_fp4: not implemented by backend coreonly (" + path +
+                                    "), which does not export the 4bit interface");
+        CHECK(l.sym<void* (*)(size_t)>("cget_managed_ptr")(8) == nullptr);
+        CHECK(l.last_error() ==
+              "cget_managed_ptr: not implemented by backend coreonly (" + path + "), which does not export the optim8 interface");
+    }
+    SECTION("rejected interface") {
+        const std::string path = dir.add(fake("major2"));
+        Loader l(dir.path());
+        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
+                  "cquantize_blockwise_fp32_nf4")) == KBIT_STATUS_NOT_IMPLEMENTED);
+        CHECK(l.last_error() == "cquantize_blockwise_fp32_nf4: not implemented by backend major2 (" + path +
+                                    "), whose 4bit interface 2.0 was rejected (this loader expects major 1)");
+    }
+}
+
+TEST_CASE("trampolines: the default backend is chosen once and owned by the loader", "[trampolines]") {
+    TempDir dir;
+    Env env;
+    dir.add(fake("good"));
+    const std::string best = dir.add(fake("best"));
+    Loader l(dir.path());
+    kbit_backend* d1 = nullptr;
+    kbit_backend* d2 = nullptr;
+    REQUIRE(l.api.kbit_loader_default(&d1) == KBIT_STATUS_SUCCESS);
+    CHECK(std::string(l.api.kbit_loader_backend_candidate(d1)->path) == best);
+    env.set("KBIT_BACKEND", "good");  // read only when the choice is made: too late now
+    REQUIRE(l.api.kbit_loader_default(&d2) == KBIT_STATUS_SUCCESS);
+    CHECK(d1 == d2);
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
+    CHECK(l.api.kbit_loader_close(d1) == KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(l.last_error() == "kbit_loader_close: the default backend belongs to the loader and is never closed");
+    // Its tables hold the backend's own functions; an explicit handle is independent of it.
+    FakeControls fc(best);
+    CHECK(reinterpret_cast<void*>(l.api.kbit_loader_4bit_table(d1)->cgemm_4bit_bf16) == dlsym(fc.handle, "cgemm_4bit_bf16"));
+    Opened o = open_backend(l, "best");
+    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+    CHECK(o.backend != d1);
+    CHECK(l.api.kbit_loader_close(o.backend) == KBIT_STATUS_SUCCESS);
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
+}
