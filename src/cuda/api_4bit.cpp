@@ -1,12 +1,11 @@
-// The 4-bit interface of libkbit_cuda.so: argument validation, then the internal operations of
-// cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
+// The 4-bit interface of libkbit_cuda.so: argument validation (kbit_validate_4bit.h, shared with
+// every backend, so messages are identical), then the internal operations of cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
 // default stream, as bitsandbytes does.
 #include "cuda_ops.h"
 #include "kbit/kbit_4bit.h"
 #include "kbit_error.h"
 #include "kbit_half.h"
 #include "kbit_validate_4bit.h"
-#include "validate_4bit_ext_cuda.h"
 
 namespace {
 
@@ -91,7 +90,7 @@ kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* qdata, int8_t*
         static const char* const names[5] = {"w", "quantized_data", "quantized_scalers", "quantization_factor",
                                              "scaler_mean"};
         const void* const ptrs[5] = {w, qdata, qscalers, factor, mean};
-        const kbit_status s = kbit::validate_torchao(fn, names, ptrs, n, block_size, scaler_block_size, &empty);
+        const kbit_status s = kbit::validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::torchao_quantize(fn, kbit::Elem<T>::dtype, w, qdata, qscalers, factor, mean, n, block_size,
                                             scaler_block_size, stream);
@@ -107,7 +106,7 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* qdata, const int8_
         static const char* const names[5] = {"quantized_data", "quantized_scalers", "quantization_factor",
                                              "scaler_mean", "out"};
         const void* const ptrs[5] = {qdata, qscalers, factor, mean, out};
-        const kbit_status s = kbit::validate_torchao(fn, names, ptrs, n, block_size, scaler_block_size, &empty);
+        const kbit_status s = kbit::validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::torchao_dequantize(fn, kbit::Elem<T>::dtype, qdata, qscalers, factor, mean, out, n,
                                               block_size, scaler_block_size, stream);
@@ -163,19 +162,27 @@ KBIT_CUDA_4BIT_MATMUL(bf16, kbit_bf16, KBIT_DTYPE_BF16)
 KBIT_API kbit_status kbit_quantize_4bit(int32_t quant_type, int32_t dtype, const void* A, float* absmax, uint8_t* out,
                                         int64_t blocksize, int64_t n, void* stream) {
     static const char* fn = "kbit_quantize_4bit";
-    kbit::Args a(fn);
-    a.quant_type(quant_type).dtype(dtype);
-    if (!a.ok()) return a.status();
-    return quantize(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize, n, stream);
+    return kbit::guarded(fn, [&] {
+        bool empty = false;
+        const kbit_status s =
+            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+        if (s != KBIT_STATUS_SUCCESS || empty) return s;
+        return kbit::cuda::quantize_4bit(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize, n,
+                                         stream);
+    });
 }
 
 KBIT_API kbit_status kbit_dequantize_4bit(int32_t quant_type, int32_t dtype, const uint8_t* A, const float* absmax,
                                           void* out, int64_t blocksize, int64_t n, void* stream) {
     static const char* fn = "kbit_dequantize_4bit";
-    kbit::Args a(fn);
-    a.quant_type(quant_type).dtype(dtype);
-    if (!a.ok()) return a.status();
-    return dequantize(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize, n, stream);
+    return kbit::guarded(fn, [&] {
+        bool empty = false;
+        const kbit_status s =
+            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+        if (s != KBIT_STATUS_SUCCESS || empty) return s;
+        return kbit::cuda::dequantize_4bit(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize,
+                                           n, stream);
+    });
 }
 
 KBIT_API kbit_status kbit_nested_absmax_quantize(const float* absmax, const float* code, uint8_t* qabsmax,
@@ -184,9 +191,9 @@ KBIT_API kbit_status kbit_nested_absmax_quantize(const float* absmax, const floa
     static const char* fn = "kbit_nested_absmax_quantize";
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        static const char* const names[5] = {"absmax", "code", "qabsmax", "nested_absmax", "offset"};
-        const void* const ptrs[5] = {absmax, code, qabsmax, nested_absmax, offset};
-        const kbit_status s = kbit::validate_nested_absmax(fn, names, ptrs, blocks, nested_blocksize, &empty);
+        const kbit_status s =
+            kbit::validate_nested_absmax(fn, "absmax", absmax, code, "nested_absmax", nested_absmax, "qabsmax", qabsmax,
+                                         "offset", offset, blocks, nested_blocksize, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::nested_absmax_quantize(fn, absmax, code, qabsmax, nested_absmax, offset, blocks,
                                                   nested_blocksize, stream);
@@ -199,9 +206,9 @@ KBIT_API kbit_status kbit_nested_absmax_dequantize(const uint8_t* qabsmax, const
     static const char* fn = "kbit_nested_absmax_dequantize";
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        static const char* const names[5] = {"qabsmax", "code", "nested_absmax", "absmax", nullptr};
-        const void* const ptrs[5] = {qabsmax, code, nested_absmax, absmax, nullptr};
-        const kbit_status s = kbit::validate_nested_absmax(fn, names, ptrs, blocks, nested_blocksize, &empty);
+        const kbit_status s =
+            kbit::validate_nested_absmax(fn, "qabsmax", qabsmax, code, "nested_absmax", nested_absmax, "absmax", absmax,
+                                         nullptr, nullptr, blocks, nested_blocksize, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::nested_absmax_dequantize(fn, qabsmax, code, nested_absmax, offset, absmax, blocks,
                                                     nested_blocksize, stream);

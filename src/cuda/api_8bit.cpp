@@ -1,30 +1,33 @@
-// The 8-bit interface of libkbit_cuda.so: argument validation, then the internal operations of
-// cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
+// The 8-bit interface of libkbit_cuda.so: argument validation (kbit_validate_8bit.h, shared with
+// every backend, so messages are identical), then the internal operations of cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
 // default stream, as bitsandbytes does.
 #include <cstdint>
 
 #include "cuda_ops.h"
 #include "kbit/kbit_8bit.h"
 #include "kbit_error.h"
-#include "validate_8bit_cuda.h"
+#include "kbit_validate_8bit.h"
 
 namespace {
 
-kbit_status quantize(const char* fn, int32_t dtype, const float* code, const void* A, float* absmax, uint8_t* out,
-                     int64_t blocksize, int64_t n, void* stream) {
+// `dtype_arg` is the caller's dtype for the kbit_ forms (checked), NULL for the bitsandbytes names.
+kbit_status quantize(const char* fn, const int32_t* dtype_arg, int32_t dtype, const float* code, const void* A,
+                     float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_8bit(fn, code, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s =
+            kbit::validate_blockwise_8bit(fn, dtype_arg, code, A, absmax, out, blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::quantize_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, stream);
     });
 }
 
-kbit_status dequantize(const char* fn, int32_t dtype, const float* code, const uint8_t* A, const float* absmax,
-                       void* out, int64_t blocksize, int64_t n, void* stream) {
+kbit_status dequantize(const char* fn, const int32_t* dtype_arg, int32_t dtype, const float* code, const uint8_t* A,
+                       const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_8bit(fn, code, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s =
+            kbit::validate_blockwise_8bit(fn, dtype_arg, code, A, absmax, out, blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::dequantize_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, stream);
     });
@@ -38,7 +41,10 @@ kbit_status igemmlt(const char* fn, kbit::cuda::IgemmltOutput output, kbit_conte
         const bool want_scale = output == kbit::cuda::IgemmltOutput::Int8RowScale;
         const kbit_status s =
             kbit::validate_igemmlt(fn, context, m, n, k, A, B, C, row_scale, want_scale, lda, ldb, ldc, &empty);
-        if (s != KBIT_STATUS_SUCCESS || empty) return s;
+        if (s != KBIT_STATUS_SUCCESS) return s;
+        if (!kbit::cuda::is_context(context))
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
+        if (empty) return s;
         return kbit::cuda::igemmlt(fn, context, output, m, n, k, A, B, C, row_scale, lda, ldb, ldc, stream);
     });
 }
@@ -54,11 +60,11 @@ KBIT_API uint32_t kbit_8bit_interface_version(void) {
 #define KBIT_CUDA_8BIT_CODEC(dt, T, DTYPE)                                                                         \
     KBIT_API kbit_status cquantize_blockwise_##dt(float* code, T* A, float* absmax, unsigned char* out,            \
                                                   int blocksize, const int n) {                                   \
-        return quantize("cquantize_blockwise_" #dt, DTYPE, code, A, absmax, out, blocksize, n, nullptr);           \
+        return quantize("cquantize_blockwise_" #dt, nullptr, DTYPE, code, A, absmax, out, blocksize, n, nullptr);           \
     }                                                                                                              \
     KBIT_API kbit_status cdequantize_blockwise_##dt(float* code, unsigned char* A, float* absmax, T* out,          \
                                                     int blocksize, const int n, void* stream) {                   \
-        return dequantize("cdequantize_blockwise_" #dt, DTYPE, code, A, absmax, out, blocksize, n, stream);        \
+        return dequantize("cdequantize_blockwise_" #dt, nullptr, DTYPE, code, A, absmax, out, blocksize, n, stream);        \
     }
 KBIT_CUDA_8BIT_CODEC(fp32, float, KBIT_DTYPE_FP32)
 KBIT_CUDA_8BIT_CODEC(fp16, kbit_half, KBIT_DTYPE_FP16)
@@ -67,19 +73,13 @@ KBIT_CUDA_8BIT_CODEC(bf16, kbit_bf16, KBIT_DTYPE_BF16)
 
 KBIT_API kbit_status kbit_quantize_blockwise_8bit(int32_t dtype, const float* code, const void* A, float* absmax,
                                                   uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    static const char* fn = "kbit_quantize_blockwise_8bit";
-    kbit::Args a(fn);
-    if (!a.dtype(dtype).ok()) return a.status();
-    return quantize(fn, dtype, code, A, absmax, out, blocksize, n, stream);
+    return quantize("kbit_quantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n, stream);
 }
 
 KBIT_API kbit_status kbit_dequantize_blockwise_8bit(int32_t dtype, const float* code, const uint8_t* A,
                                                     const float* absmax, void* out, int64_t blocksize, int64_t n,
                                                     void* stream) {
-    static const char* fn = "kbit_dequantize_blockwise_8bit";
-    kbit::Args a(fn);
-    if (!a.dtype(dtype).ok()) return a.status();
-    return dequantize(fn, dtype, code, A, absmax, out, blocksize, n, stream);
+    return dequantize("kbit_dequantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n, stream);
 }
 
 KBIT_API kbit_status cint8_vector_quant(kbit_half* A, int8_t* out, float* rowStats, float threshold, int rows,
@@ -87,8 +87,7 @@ KBIT_API kbit_status cint8_vector_quant(kbit_half* A, int8_t* out, float* rowSta
     static const char* fn = "cint8_vector_quant";
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_int8_vector_quant(fn, A, out, rowStats, nullptr, false, threshold, rows,
-                                                               cols, INT32_MAX, &empty);
+        const kbit_status s = kbit::validate_int8_vector_quant(fn, A, out, rowStats, threshold, rows, cols, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::int8_vector_quant(fn, A, out, rowStats, nullptr, threshold, rows, cols, stream);
     });
@@ -100,9 +99,13 @@ KBIT_API kbit_status kbit_int8_vectorwise_quant(const kbit_half* A, int8_t* out,
     static const char* fn = "kbit_int8_vectorwise_quant";
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_int8_vector_quant(fn, A, out, rowStats, outlier_cols, true, threshold,
-                                                               rows, cols, kbit::kMaxElements, &empty);
-        if (s != KBIT_STATUS_SUCCESS || empty) return s;
+        const kbit_status s =
+            kbit::validate_int8_vectorwise_quant(fn, A, out, rowStats, outlier_cols, threshold, rows, cols, &empty);
+        if (s != KBIT_STATUS_SUCCESS) return s;
+        if (empty) {  // no element, but the column flags are still defined (all 0)
+            if (outlier_cols == nullptr || cols == 0) return s;
+            return kbit::cuda::fill_uint8(fn, outlier_cols, 0, cols, stream);
+        }
         return kbit::cuda::int8_vector_quant(fn, A, out, rowStats, outlier_cols, threshold, rows, cols, stream);
     });
 }
@@ -121,6 +124,8 @@ KBIT_API kbit_status kbit_context_destroy(kbit_context* context) {
     static const char* fn = "kbit_context_destroy";
     return kbit::guarded(fn, [&] {
         if (context == nullptr) return KBIT_STATUS_SUCCESS;
+        if (!kbit::cuda::is_context(context))
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
         return kbit::cuda::destroy_context(fn, context);
     });
 }

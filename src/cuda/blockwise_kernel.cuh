@@ -2,12 +2,17 @@
 //
 // A CTA of 256 threads takes a tile of consecutive elements; each thread loads 8 of them per chunk
 // with 16-byte loads (one chunk, or two for blocksize 4096) and keeps them in registers. The absmax
-// of a quantization block is reduced over the `group` = blocksize / 8 threads that hold it (warp
-// shuffles, then shared memory for groups above a warp); the max is exact, so the result does not
-// depend on the order. Every element is then coded from x * (1.0f / absmax) (IEEE division and
+// of a quantization block is the shared rule of kbit_formats.h (absmax_fold from absmax_start): each
+// thread folds its values from -FLT_MAX, elements past n counting as 0 (so a partial last block,
+// which always holds such padding, ends >= 0 exactly as absmax_start's 0 makes it), and the `group`
+// = blocksize / 8 threads that hold a block combine their folds by max (warp shuffles, then shared
+// memory for groups above a warp). Folds never yield NaN and max is exact, so the order is free.
+// Every element is then coded from x * (1.0f / absmax) (IEEE division and
 // product: this file's users are compiled with --fmad=false and use __fdiv_rn / __fmul_rn) by the
 // Coder policy, which also stores the codes.
 #pragma once
+
+#include <cfloat>
 
 #include "cuda_elem.cuh"
 
@@ -16,8 +21,8 @@ namespace kbit::cuda {
 constexpr int kQuantThreads = 256;
 constexpr int kQuantVec = 8;  // elements per thread and chunk
 
-// Max of v over aligned groups of `group` threads (a power of two, <= kQuantThreads, uniform in the
-// CTA). Uses `scratch` (kQuantThreads / 32 floats) when a group spans several warps.
+// Max of v (never NaN) over aligned groups of `group` threads (a power of two, <= kQuantThreads,
+// uniform in the CTA). Uses `scratch` (kQuantThreads / 32 floats) when a group spans several warps.
 __device__ __forceinline__ float group_max(float v, int group, float* scratch) {
     for (int off = (group < 32 ? group : 32) / 2; off > 0; off >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
@@ -57,7 +62,7 @@ quantize_blockwise_kernel(const T* __restrict__ A, float* __restrict__ absmax, u
 
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         float v[2][kQuantVec];
-        float amax = 0.0f;  // fmaxf ignores NaN: NaN elements do not count, an all-NaN block gives 0
+        float amax = -FLT_MAX;  // absmax_start of a full block; see above for partial blocks
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             if (c >= chunks) break;
@@ -69,7 +74,7 @@ quantize_blockwise_kernel(const T* __restrict__ A, float* __restrict__ absmax, u
                     if (i0 + e < n) v[c][e] = __fsub_rn(v[c][e], shift);
             }
 #pragma unroll
-            for (int e = 0; e < kQuantVec; ++e) amax = fmaxf(amax, fabsf(v[c][e]));
+            for (int e = 0; e < kQuantVec; ++e) amax = absmax_fold(amax, v[c][e]);
         }
         amax = group_max(amax, group, scratch);
         const float r = __fdiv_rn(1.0f, amax);

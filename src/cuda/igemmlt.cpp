@@ -1,5 +1,12 @@
 // int8 GEMM through cuBLASLt (bitsandbytes' cigemmlt_* and get_context).
 //
+// Every result equals the CPU backend's: cuBLASLt computes only the exact int32 product (and only for
+// the layouts its int8 kernels document: inner dimension and leading dimensions multiples of 4,
+// 16-byte aligned pointers); other shapes, and any case cuBLASLt reports as not supported, use the
+// exact fallback kernel of igemm_kernels.cu. The int8 outputs (_8, _8_rowscale) are produced from the
+// int32 product by igemm_kernels.cu with the reference's rounding and saturation, not by cuBLASLt's
+// int8 output stage, whose rounding is unspecified.
+//
 // cuBLASLt is loaded with dlopen on the first get_context(), not linked: libkbit_cuda.so then
 // loads (and reports "no device" cleanly) on machines without the CUDA toolkit's libraries, and
 // only the int8 GEMM needs libcublasLt.so.<major> of the toolkit kbit was built with. When it cannot
@@ -13,14 +20,18 @@
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "igemm_kernels.h"
 
 struct kbit_context {
-    cublasLtHandle_t handle = nullptr;
-    int device = 0;
+    uint64_t magic;  // identifies contexts made by this backend's get_context()
+    cublasLtHandle_t handle;
+    int device;
 };
 
 namespace kbit::cuda {
 namespace {
+
+constexpr uint64_t kContextMagic = 0x6b6269742d637564ull;  // "kbit-cud"
 
 struct LtApi {
     decltype(&cublasLtCreate) create = nullptr;
@@ -107,58 +118,92 @@ kbit_context* create_context(const char* fn) {
         lt_error(fn, "cublasLtCreate", s);
         return nullptr;
     }
-    auto* ctx = new kbit_context;
-    ctx->handle = handle;
-    ctx->device = device;
-    return ctx;
+    return new kbit_context{kContextMagic, handle, device};
 }
+
+bool is_context(const kbit_context* context) { return context->magic == kContextMagic; }
 
 kbit_status destroy_context(const char* fn, kbit_context* context) {
     const cublasStatus_t s = lt_api().destroy(context->handle);
+    context->magic = 0;
     delete context;
     return s == CUBLAS_STATUS_SUCCESS ? KBIT_STATUS_SUCCESS : lt_error(fn, "cublasLtDestroy", s);
 }
 
-// bitsandbytes' convention: C (row-major [n][ldc], int32 or int8) = B (row-major [n][ldb]) *
-// A^T (A row-major [k][lda]), inner dimension m. In cuBLASLt's column-major terms A is an m x k
-// matrix (ld lda) used transposed, B an m x n matrix (ld ldb), C a k x n matrix (ld ldc): the "TN"
-// int8 layout that cuBLASLt's integer kernels require.
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The exact int32 product through cuBLASLt. bitsandbytes' convention: C (row-major [n][ldc]) = B
+// (row-major [n][ldb]) * A^T (A row-major [k][lda]), inner dimension m. In cuBLASLt's column-major
+// terms A is an m x k matrix (ld lda) used transposed, B an m x n matrix (ld ldb), C a k x n matrix
+// (ld ldc): the "TN" layout that its integer kernels require. Returns KBIT_STATUS_NOT_SUPPORTED
+// (without recording an error) when cuBLASLt declines the case.
+kbit_status lt_s32(const char* fn, kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B,
+                   int32_t* C, int lda, int ldb, int ldc, cudaStream_t stream) {
+    const LtApi& api = lt_api();
+    Descs d{api};
+    cublasStatus_t st = api.desc_create(&d.op, CUBLAS_COMPUTE_32I, CUDA_R_32I);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmulDescCreate", st);
+    const cublasOperation_t transa = CUBLAS_OP_T;
+    st = api.desc_set(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmulDescSetAttribute", st);
+    st = api.layout_create(&d.a, CUDA_R_8I, m, k, lda);
+    if (st == CUBLAS_STATUS_SUCCESS) st = api.layout_create(&d.b, CUDA_R_8I, m, n, ldb);
+    if (st == CUBLAS_STATUS_SUCCESS) st = api.layout_create(&d.c, CUDA_R_32I, k, n, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatrixLayoutCreate", st);
+    const int32_t one = 1, zero = 0;
+    st = api.matmul(context->handle, d.op, &one, A, d.a, B, d.b, &zero, C, d.c, C, d.c, nullptr, nullptr, 0, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return KBIT_STATUS_NOT_SUPPORTED;
+    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmul", st);
+    return KBIT_STATUS_SUCCESS;
+}
+
+// The exact int32 product C [n][ldc], by cuBLASLt where its int8 kernels apply, else by the fallback.
+kbit_status igemm_s32(const char* fn, kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B,
+                      int32_t* C, int lda, int ldb, int ldc, cudaStream_t stream) {
+    const bool lt_layout = m % 4 == 0 && lda % 4 == 0 && ldb % 4 == 0 && ldc % 4 == 0 && aligned16(A) &&
+                           aligned16(B) && aligned16(C);
+    if (lt_layout) {
+        const kbit_status st = lt_s32(fn, context, m, n, k, A, B, C, lda, ldb, ldc, stream);
+        if (st != KBIT_STATUS_NOT_SUPPORTED) return st;
+    }
+    return igemm_s32_exact(fn, m, n, k, A, lda, B, ldb, C, ldc, stream);
+}
+
+}  // namespace
+
 kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output, int m, int n, int k,
                     const int8_t* A, const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc,
                     void* stream) {
     const cudaStream_t s = to_stream(stream);
-    const bool int8_out = output != IgemmltOutput::Int32;
-    const size_t elem = int8_out ? 1 : 4;
-    if (m == 0) {  // empty inner dimension: every sum is 0
-        KBIT_CUDA_TRY(fn, "cudaMemset2DAsync", cudaMemset2DAsync(C, size_t(ldc) * elem, 0, size_t(k) * elem, size_t(n), s));
-        return KBIT_STATUS_SUCCESS;
+    if (output == IgemmltOutput::Int32) {
+        if (m == 0) {  // empty inner dimension: every sum is 0
+            KBIT_CUDA_TRY(fn, "cudaMemset2DAsync",
+                          cudaMemset2DAsync(C, size_t(ldc) * 4, 0, size_t(k) * 4, size_t(n), s));
+            return KBIT_STATUS_SUCCESS;
+        }
+        return igemm_s32(fn, context, m, n, k, A, B, static_cast<int32_t*>(C), lda, ldb, ldc, s);
     }
-    const LtApi& api = lt_api();
-    Descs d{api};
-    const cudaDataType_t scale_type = int8_out ? CUDA_R_32F : CUDA_R_32I;
-    cublasStatus_t st = api.desc_create(&d.op, CUBLAS_COMPUTE_32I, scale_type);
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmulDescCreate", st);
-    const cublasOperation_t transa = CUBLAS_OP_T;
-    st = api.desc_set(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa);
-    if (st == CUBLAS_STATUS_SUCCESS && output == IgemmltOutput::Int8RowScale) {
-        const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
-        st = api.desc_set(d.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode);
+    // int8 outputs: the int32 product into scratch [n][ld] (ld = k rounded up to a multiple of 4, a
+    // layout cuBLASLt takes), then the reference's output rules.
+    const int ld = (k + 3) / 4 * 4;
+    const size_t bytes = size_t(n) * size_t(ld) * 4;
+    int32_t* acc = nullptr;
+    KBIT_CUDA_TRY(fn, "cudaMallocAsync (int32 product)", cudaMallocAsync(reinterpret_cast<void**>(&acc), bytes, s));
+    kbit_status st = KBIT_STATUS_SUCCESS;
+    if (m == 0) {
+        const cudaError_t e = cudaMemsetAsync(acc, 0, bytes, s);
+        if (e != cudaSuccess) st = device_error(fn, "cudaMemsetAsync", e);
+    } else {
+        st = igemm_s32(fn, context, m, n, k, A, B, acc, lda, ldb, ld, s);
     }
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmulDescSetAttribute", st);
-    st = api.layout_create(&d.a, CUDA_R_8I, m, k, lda);
-    if (st == CUBLAS_STATUS_SUCCESS) st = api.layout_create(&d.b, CUDA_R_8I, m, n, ldb);
-    if (st == CUBLAS_STATUS_SUCCESS) st = api.layout_create(&d.c, int8_out ? CUDA_R_8I : CUDA_R_32I, k, n, ldc);
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatrixLayoutCreate", st);
-
-    const int32_t one_i = 1, zero_i = 0;
-    const float one_f = 1.0f, zero_f = 0.0f;
-    const void* alpha = output == IgemmltOutput::Int32 ? static_cast<const void*>(&one_i)
-                        : output == IgemmltOutput::Int8 ? static_cast<const void*>(&one_f)
-                                                        : static_cast<const void*>(row_scale);
-    const void* beta = output == IgemmltOutput::Int32 ? static_cast<const void*>(&zero_i) : static_cast<const void*>(&zero_f);
-    st = api.matmul(context->handle, d.op, alpha, A, d.a, B, d.b, beta, C, d.c, C, d.c, nullptr, nullptr, 0, s);
-    if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmul", st);
-    return KBIT_STATUS_SUCCESS;
+    if (st == KBIT_STATUS_SUCCESS)
+        st = igemm_int8_epilogue(fn, acc, ld, n, k, output == IgemmltOutput::Int8RowScale ? row_scale : nullptr,
+                                 static_cast<int8_t*>(C), ldc, s);
+    const cudaError_t freed = cudaFreeAsync(acc, s);
+    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (int32 product)", freed);
+    return st;
 }
 
 }  // namespace kbit::cuda

@@ -8,22 +8,18 @@
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
+#include "int8_rules.h"
 
 namespace kbit::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
 
-// rint to int8 with saturation; NaN gives 0.
-__device__ __forceinline__ int8_t to_int8(float y) {
-    if (y != y) return 0;
-    const int q = __float2int_rn(y);
-    return static_cast<int8_t>(q < -128 ? -128 : (q > 127 ? 127 : q));
-}
-
 // One CTA per row: amax over the elements below the fp16-rounded threshold (all when threshold ==
-// 0), then q = rint(a * (127 / amax)), 0 for |a| >= threshold (fp32 compare), and 0 in outlier
-// columns when `zero_cols` (kbit_int8_vectorwise_quant with rows > 1).
+// 0; +0.0 when none counts), then q = the low byte of __float2int_rn(a * (127 / amax)) (values
+// beyond 127 only occur when the threshold is not an fp16 value, and keep bitsandbytes' wrap), 0
+// for |a| >= threshold (fp32 compare), and 0 in outlier columns when `zero_cols`
+// (kbit_int8_vectorwise_quant with rows > 1). The reference: ref::int8_vector_quant.
 __global__ void __launch_bounds__(kRowThreads)
 int8_row_quant_kernel(const kbit_half* __restrict__ A, int8_t* __restrict__ out, float* __restrict__ rowStats,
                       const uint8_t* __restrict__ outlier_cols, bool zero_cols, float threshold, float threshold_h,
@@ -48,7 +44,7 @@ int8_row_quant_kernel(const kbit_half* __restrict__ A, int8_t* __restrict__ out,
         for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) {
             const float x = Dev<kbit_half>::load(a[c]);
             int8_t q = 0;
-            if (threshold == 0.0f || fabsf(x) < threshold) q = to_int8(__fmul_rn(x, scale));
+            if (threshold == 0.0f || fabsf(x) < threshold) q = int8_low_byte_rn(__fmul_rn(x, scale));
             if (zero_cols && outlier_cols[c] != 0) q = 0;
             out[r * cols + c] = q;
         }
@@ -100,18 +96,20 @@ compact_outliers_kernel(const uint8_t* __restrict__ flags, int32_t* __restrict__
 }
 
 // out[t][o] = RN_fp16(out[t][o] + sum over outlier columns c (ascending) of A[t][c] * fp16(W[o][c] *
-// W_stats[o] * fp32(1/127))), the sum in fp32 starting from 0.
+// W_stats[o] * fp32(1/127))), the sum in fp32 starting from -0.0 (ref::int8_outlier_matmul_fp16).
+// Without outlier columns nothing is written (out + -0.0 == out, as the CPU backend skips it).
 __global__ void __launch_bounds__(256)
 outlier_matmul_kernel(const kbit_half* __restrict__ A, const int8_t* __restrict__ W, const float* __restrict__ W_stats,
                       const int32_t* __restrict__ list, kbit_half* __restrict__ out, int64_t rows, int64_t out_features,
                       int64_t in_features) {
     constexpr float kInv127 = 7.874015718698502e-3f;  // bits 3c010204
     const int count = list[in_features];
+    if (count == 0) return;
     for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
         for (int64_t o = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; o < out_features;
              o += int64_t{gridDim.x} * blockDim.x) {
             const float stat = W_stats[o];
-            float sum = 0.0f;
+            float sum = -0.0f;
             for (int i = 0; i < count; ++i) {
                 const int64_t c = list[i];
                 const float w = mul_rn(mul_rn(static_cast<float>(W[o * in_features + c]), stat), kInv127);

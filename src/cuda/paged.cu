@@ -1,6 +1,5 @@
-// Paged (managed) memory helpers of the optimizer interface: cget_managed_ptr, kbit_free_managed_ptr,
-// cprefetch, cfill_fp32, cfill_uint8. Internal until the optim8 interface is exported (phase 2);
-// the GPU self-test checks them.
+// Paged (managed) memory helpers of the optimizer interface (cget_managed_ptr, kbit_free_managed_ptr,
+// cprefetch, cfill_fp32, cfill_uint8; exported by api_optim8.cpp) and byte fills used elsewhere.
 #include <cstdio>
 
 #include "cuda_check.h"
@@ -52,13 +51,13 @@ kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device) {
     return KBIT_STATUS_SUCCESS;
 }
 
-kbit_status fill_fp32(const char* fn, float* A, float value, int64_t n) {
-    fill_fp32_kernel<<<grid_for((n + 255) / 256, 8), 256>>>(A, value, n);
+kbit_status fill_fp32(const char* fn, float* A, float value, int64_t n, void* stream) {
+    fill_fp32_kernel<<<grid_for((n + 255) / 256, 8), 256, 0, to_stream(stream)>>>(A, value, n);
     return check_launch(fn, "fill_fp32_kernel");
 }
 
-kbit_status fill_uint8(const char* fn, uint8_t* A, uint8_t value, int64_t n) {
-    KBIT_CUDA_TRY(fn, "cudaMemsetAsync", cudaMemsetAsync(A, value, static_cast<size_t>(n), 0));
+kbit_status fill_uint8(const char* fn, uint8_t* A, uint8_t value, int64_t n, void* stream) {
+    KBIT_CUDA_TRY(fn, "cudaMemsetAsync", cudaMemsetAsync(A, value, static_cast<size_t>(n), to_stream(stream)));
     return KBIT_STATUS_SUCCESS;
 }
 

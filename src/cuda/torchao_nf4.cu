@@ -1,77 +1,55 @@
-// torchao's NF4Tensor format (to_nf4 / get_original_weight), evaluated with the scalar rules of
-// torchao_math.h so that the bytes match the CPU backend's. Quantization runs once per weight, so
-// the kernels favour plain sequential loops (deterministic reductions) over speed.
+// torchao's NF4Tensor format (to_nf4 / get_original_weight), byte-identical to the CPU backend:
+//   1. block scalers (max |w| per block, in T) on the GPU, one thread per block;
+//   2. the scaler stage on the host: the scalers are copied to the host and kbit::ref::torchao_scalers
+//      (the reference itself) computes the mean in torch's single-thread AVX2 cascade order, the
+//      factors and the int8 codes, which are copied back. A GPU reduction would have to replay that
+//      cascade on one thread; the copy moves 2-4 bytes per block (1/32 of an fp16 weight at block
+//      size 64) once per weight, and the call waits for it (stream synchronization);
+//   3. the packed NF4 indices on the GPU, one thread per byte.
+// Dequantization is one GPU pass. Arithmetic: torchao_math.h (compiled with --fmad=false).
+#include <vector>
+
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
-#include "seq_sum.cuh"
+#include "ref_4bit.h"
 #include "torchao_math.h"
 
 namespace kbit::cuda {
 namespace {
-
-constexpr float kTorchaoNf4[16] = {KBIT_TORCHAO_NF4_VALUES};
 
 template <class T>
 struct Nf4Table {
     float v[16];
 };
 
+// The reference's table (double -> fp32 -> T), as fp32.
 template <class T>
 Nf4Table<T> nf4_table() {
+    static constexpr double kValues[16] = {KBIT_TORCHAO_NF4_VALUES};
     Nf4Table<T> t{};
-    for (int j = 0; j < 16; ++j) t.v[j] = round_to<T>(kTorchaoNf4[j]);
+    for (int j = 0; j < 16; ++j) t.v[j] = round_to<T>(static_cast<float>(kValues[j]));
     return t;
 }
 
-// s[b] = max |w| over block b (NaN propagates), in index order.
 template <class T>
-__global__ void block_absmax_kernel(const T* __restrict__ w, float* __restrict__ s, int64_t blocks, int64_t block_size) {
-    for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks; b += int64_t{gridDim.x} * blockDim.x) {
-        float acc = 0.0f;
-        for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) acc = torch_absmax_step(acc, Elem<T>::load(w[i]));
-        s[b] = acc;
-    }
-}
-
-template <class T>
-struct WriteTorchaoMean {
-    T* scaler_mean;
-    float* mean_f;
-    __device__ void operator()(double sum, int64_t count) const {
-        const float m = torchao_mean<T>(sum, count);
-        *scaler_mean = Elem<T>::store(m);
-        *mean_f = m;
-    }
-};
-
-// One thread per scaler block: centred scalers, their absmax, the factor and the int8 codes.
-template <class T>
-__global__ void scaler_kernel(const float* __restrict__ s, const float* __restrict__ mean_f, int8_t* __restrict__ q,
-                              T* __restrict__ factor, int64_t scaler_blocks, int64_t scaler_block_size) {
-    const float mean = *mean_f;
-    for (int64_t sb = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; sb < scaler_blocks;
-         sb += int64_t{gridDim.x} * blockDim.x) {
-        const int64_t b0 = sb * scaler_block_size, b1 = b0 + scaler_block_size;
-        float amax = 0.0f;
-        for (int64_t b = b0; b < b1; ++b) amax = torch_absmax_step(amax, t_sub<T>(s[b], mean));
-        const float f = torchao_factor<T>(amax);
-        factor[sb] = Elem<T>::store(f);
-        for (int64_t b = b0; b < b1; ++b) q[b] = torchao_scaler_code<T>(t_sub<T>(s[b], mean), f);
-    }
+__global__ void block_scaler_kernel(const T* __restrict__ w, T* __restrict__ scalers, int64_t blocks,
+                                    int64_t block_size) {
+    for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks; b += int64_t{gridDim.x} * blockDim.x)
+        scalers[b] = torchao_block_scaler(w + b * block_size, block_size);
 }
 
 // One thread per output byte (elements 2j and 2j + 1, always in the same block: block_size is even).
 template <class T>
-__global__ void nf4_index_kernel(const T* __restrict__ w, const float* __restrict__ s, uint8_t* __restrict__ out,
+__global__ void nf4_index_kernel(const T* __restrict__ w, const T* __restrict__ scalers, uint8_t* __restrict__ out,
                                  int64_t bytes, int64_t block_size, Nf4Table<T> table) {
     __shared__ float nf4[16];
     if (threadIdx.x < 16) nf4[threadIdx.x] = table.v[threadIdx.x];
     __syncthreads();
     for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < bytes; j += int64_t{gridDim.x} * blockDim.x) {
-        const float sb = s[2 * j / block_size];
-        const uint8_t hi = torchao_nf4_index<T>(Elem<T>::load(w[2 * j]), sb, nf4);
-        const uint8_t lo = torchao_nf4_index<T>(Elem<T>::load(w[2 * j + 1]), sb, nf4);
+        const float s = Elem<T>::load(scalers[2 * j / block_size]);
+        const uint8_t hi = torchao_element_index<T>(Elem<T>::load(w[2 * j]), s, nf4);
+        const uint8_t lo = torchao_element_index<T>(Elem<T>::load(w[2 * j + 1]), s, nf4);
         out[j] = pack_nibbles(hi, lo);
     }
 }
@@ -87,40 +65,53 @@ __global__ void torchao_dequantize_kernel(const uint8_t* __restrict__ qdata, con
     const float mean = Elem<T>::load(*scaler_mean);
     for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < bytes; j += int64_t{gridDim.x} * blockDim.x) {
         const int64_t b = 2 * j / block_size;
-        const float scale = torchao_scaler<T>(qscalers[b], Elem<T>::load(factor[b / scaler_block_size]), mean);
+        const float scaler =
+            torchao_restored_scaler<T>(qscalers[b], Elem<T>::load(factor[b / scaler_block_size]), mean);
         const uint8_t byte = qdata[j];
-        out[2 * j] = Elem<T>::store(t_mul<T>(nf4[byte >> 4], scale));
-        out[2 * j + 1] = Elem<T>::store(t_mul<T>(nf4[byte & 0xFu], scale));
+        out[2 * j] = torchao_dequantize_element<T>(nf4[byte >> 4], scaler);
+        out[2 * j + 1] = torchao_dequantize_element<T>(nf4[byte & 0xFu], scaler);
     }
+}
+
+// Step 2 (see the top of the file) for the scalers in device memory.
+template <class T>
+kbit_status host_scaler_stage(const char* fn, const T* d_scalers, int8_t* qscalers, T* factor, T* scaler_mean,
+                              int64_t blocks, int64_t scaler_block_size, cudaStream_t stream) {
+    const int64_t groups = blocks / scaler_block_size;
+    std::vector<T> scalers(static_cast<size_t>(blocks)), f(static_cast<size_t>(groups)), mean(1);
+    std::vector<int8_t> q(static_cast<size_t>(blocks));
+    KBIT_CUDA_TRY(fn, "cudaMemcpyAsync (scalers to host)",
+                  cudaMemcpyAsync(scalers.data(), d_scalers, blocks * sizeof(T), cudaMemcpyDeviceToHost, stream));
+    KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(stream));
+    ref::torchao_scalers(scalers.data(), q.data(), f.data(), mean.data(), blocks, scaler_block_size);
+    // Pageable sources: each copy returns once the data is staged, so the vectors may go out of scope.
+    KBIT_CUDA_TRY(fn, "cudaMemcpyAsync (quantized_scalers)",
+                  cudaMemcpyAsync(qscalers, q.data(), blocks, cudaMemcpyHostToDevice, stream));
+    KBIT_CUDA_TRY(fn, "cudaMemcpyAsync (quantization_factor)",
+                  cudaMemcpyAsync(factor, f.data(), groups * sizeof(T), cudaMemcpyHostToDevice, stream));
+    KBIT_CUDA_TRY(fn, "cudaMemcpyAsync (scaler_mean)",
+                  cudaMemcpyAsync(scaler_mean, mean.data(), sizeof(T), cudaMemcpyHostToDevice, stream));
+    return KBIT_STATUS_SUCCESS;
 }
 
 template <class T>
 kbit_status quantize_t(const char* fn, const T* w, uint8_t* qdata, int8_t* qscalers, T* factor, T* scaler_mean,
                        int64_t n, int64_t block_size, int64_t scaler_block_size, cudaStream_t stream) {
-    const int64_t blocks = n / block_size, scaler_blocks = blocks / scaler_block_size;
-    float* scratch = nullptr;  // block scales, then the mean as fp32
-    KBIT_CUDA_TRY(fn, "cudaMallocAsync (scratch)",
-                  cudaMallocAsync(reinterpret_cast<void**>(&scratch), (blocks + 1) * sizeof(float), stream));
-    float* mean_f = scratch + blocks;
-    kbit_status st = KBIT_STATUS_SUCCESS;
-    block_absmax_kernel<T><<<grid_for((blocks + 255) / 256), 256, 0, stream>>>(w, scratch, blocks, block_size);
-    st = check_launch(fn, "block_absmax_kernel");
+    const int64_t blocks = n / block_size;
+    T* scalers = nullptr;
+    KBIT_CUDA_TRY(fn, "cudaMallocAsync (block scalers)",
+                  cudaMallocAsync(reinterpret_cast<void**>(&scalers), blocks * sizeof(T), stream));
+    block_scaler_kernel<T><<<grid_for((blocks + 255) / 256), 256, 0, stream>>>(w, scalers, blocks, block_size);
+    kbit_status st = check_launch(fn, "block_scaler_kernel");
+    if (st == KBIT_STATUS_SUCCESS)
+        st = host_scaler_stage(fn, scalers, qscalers, factor, scaler_mean, blocks, scaler_block_size, stream);
     if (st == KBIT_STATUS_SUCCESS) {
-        seq_sum_kernel<<<1, 1, 0, stream>>>(scratch, blocks, WriteTorchaoMean<T>{scaler_mean, mean_f});
-        st = check_launch(fn, "seq_sum_kernel");
-    }
-    if (st == KBIT_STATUS_SUCCESS) {
-        scaler_kernel<T><<<grid_for((scaler_blocks + 127) / 128), 128, 0, stream>>>(scratch, mean_f, qscalers, factor,
-                                                                                   scaler_blocks, scaler_block_size);
-        st = check_launch(fn, "scaler_kernel");
-    }
-    if (st == KBIT_STATUS_SUCCESS) {
-        nf4_index_kernel<T><<<grid_for((n / 2 + 255) / 256), 256, 0, stream>>>(w, scratch, qdata, n / 2, block_size,
+        nf4_index_kernel<T><<<grid_for((n / 2 + 255) / 256), 256, 0, stream>>>(w, scalers, qdata, n / 2, block_size,
                                                                               nf4_table<T>());
         st = check_launch(fn, "nf4_index_kernel");
     }
-    const cudaError_t freed = cudaFreeAsync(scratch, stream);
-    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (scratch)", freed);
+    const cudaError_t freed = cudaFreeAsync(scalers, stream);
+    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (block scalers)", freed);
     return st;
 }
 
