@@ -1,6 +1,7 @@
-// Host checks of the host/device helpers the CUDA kernels are built on (src/cuda/*.h), so that the
+// Host checks of the host/device rules the CUDA kernels are built on (src/cuda/*.h), so that the
 // logic is verified on machines without a GPU: the shared-memory layout of the 8-bit code search,
-// the x86 NaN rule the kernels reproduce, and torchao's NF4 table rounding.
+// the x86 NaN rule the kernels reproduce, and the int8 conversions (against kbit::ref). The torchao,
+// quantizer and optimizer decompositions have their own files (host_*.cpp).
 #define CATCH_CONFIG_MAIN
 #include <cmath>
 #include <cstring>
@@ -11,35 +12,18 @@
 #include <catch2/catch.hpp>
 
 #include "code8_search.h"
+#include "host_util.h"
+#include "int8_rules.h"
 #include "kbit_code8.h"
 #include "nan_x86.h"
-#include "torchao_math.h"
+#include "ref_8bit.h"
 
 namespace {
 
-std::vector<float> signed_dynamic_map() {  // bitsandbytes' create_dynamic_map(signed=True), fp32
-    std::vector<float> v;
-    for (int d = 0; d <= 6; ++d) {
-        const int f = (1 << d) + 1;
-        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
-        std::vector<float> b(f);
-        for (int i = 0; i < f; ++i) b[i] = i < f / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(f - 1 - i);
-        const float s = static_cast<float>(std::pow(10.0, d - 6));
-        for (int i = 0; i + 1 < f; ++i) {
-            const float m = (b[i] + b[i + 1]) / 2.0f;
-            v.push_back(s * m);
-            v.push_back(-(s * m));
-        }
-    }
-    v.push_back(0.0f);
-    v.push_back(1.0f);
-    std::sort(v.begin(), v.end());
-    return v;
-}
-
 std::vector<std::vector<float>> tables() {
     std::vector<std::vector<float>> t;
-    t.push_back(signed_dynamic_map());
+    t.push_back(hostcheck::dynamic_map(true));
+    t.push_back(hostcheck::dynamic_map(false));
     std::vector<float> lin(256);  // linear map with a duplicated zero
     for (int i = 0; i < 256; ++i) lin[i] = -1.0f + 2.0f * static_cast<float>(i < 128 ? i : i - 1) / 254.0f;
     t.push_back(lin);
@@ -152,42 +136,22 @@ TEST_CASE("x86 NaN rule equals the host's SSE results", "[cuda][nan]") {
     CHECK(bits(kbit::x86_nan2(3.0f, 1.0f, 2.0f)) == bits(3.0f));  // non-NaN results pass through
 }
 
-TEST_CASE("torchao NF4 table rounded to fp16/bf16 through fp32 equals direct rounding", "[cuda][torchao]") {
-    // Hex from rounding torchao's decimal literals directly from double (numpy/ml_dtypes).
-    const uint16_t want_bf16[16] = {0xbf80, 0xbf32, 0xbf06, 0xbeca, 0xbe92, 0xbe3d, 0xbdbb, 0x0000,
-                                    0x3da3, 0x3e25, 0x3e7c, 0x3ead, 0x3ee2, 0x3f10, 0x3f39, 0x3f80};
-    const uint16_t want_fp16[16] = {0xbc00, 0xb992, 0xb833, 0xb652, 0xb48d, 0xb1ea, 0xadd5, 0x0000,
-                                    0x2d18, 0x3126, 0x33e0, 0x3568, 0x370d, 0x3880, 0x39c9, 0x3c00};
-    const float table[16] = {KBIT_TORCHAO_NF4_VALUES};
-    for (int j = 0; j < 16; ++j) {
-        CHECK(kbit::float_to_bf16(table[j]) == want_bf16[j]);
-        CHECK(kbit::float_to_half(table[j]) == want_fp16[j]);
+TEST_CASE("int8 conversions equal the reference's (cint8_vector_quant and cigemmlt_8*)", "[cuda][int8]") {
+    long checked = 0, low_byte = 0, saturate = 0;
+    for (float v : hostcheck::probe_floats(30000, 3)) {
+        low_byte += kbit::int8_low_byte_rn(v) != kbit::ref::int8_from_float_rn(v);
+        saturate += kbit::int8_saturate_rn(v) != kbit::ref::saturate_int8_rn(v);
+        ++checked;
     }
-}
-
-TEST_CASE("torchao NF4 index: nearest table entry in the dtype, first minimum wins, NaN gives 0", "[cuda][torchao]") {
-    float nf4[16];
-    const float table[16] = {KBIT_TORCHAO_NF4_VALUES};
-    for (int j = 0; j < 16; ++j) nf4[j] = kbit::round_to<float>(table[j]);
-    CHECK(kbit::torchao_nf4_index<float>(1.0f, 1.0f, nf4) == 15);
-    CHECK(kbit::torchao_nf4_index<float>(-1.0f, 1.0f, nf4) == 0);
-    CHECK(kbit::torchao_nf4_index<float>(0.0f, 2.0f, nf4) == 7);
-    CHECK(kbit::torchao_nf4_index<float>(0.5f, 1.0f, nf4) == 12);  // |0.5-0.4407| < |0.5-0.5626|
-    CHECK(kbit::torchao_nf4_index<float>(std::numeric_limits<float>::quiet_NaN(), 1.0f, nf4) == 0);
-    CHECK(kbit::torchao_nf4_index<float>(0.0f, 0.0f, nf4) == 0);  // 0/0 = NaN
-    // exact tie between entries 7 (0.0) and 8 (0.0796) at 0.0398 in bf16 arithmetic goes to the lower
-    float nf4_bf16[16];
-    for (int j = 0; j < 16; ++j) nf4_bf16[j] = kbit::round_to<kbit_bf16>(table[j]);
-    const float half_way = kbit::round_to<kbit_bf16>(nf4_bf16[8] * 0.5f);
-    if (kbit::t_sub<kbit_bf16>(nf4_bf16[8], half_way) == kbit::t_sub<kbit_bf16>(half_way, 0.0f))
-        CHECK(kbit::torchao_nf4_index<kbit_bf16>(half_way, 1.0f, nf4_bf16) == 7);
-}
-
-TEST_CASE("torchao scaler code: round half to even, clamp, NaN to 0", "[cuda][torchao]") {
-    CHECK(kbit::torchao_scaler_code<float>(0.5f, 5.0f) == 2);   // 2.5 -> 2
-    CHECK(kbit::torchao_scaler_code<float>(0.7f, 5.0f) == 4);   // 3.5 -> 4 (3.5000002 in fp32 rounds up anyway)
-    CHECK(kbit::torchao_scaler_code<float>(-1.0f, 200.0f) == -128);
-    CHECK(kbit::torchao_scaler_code<float>(1.0f, 200.0f) == 127);
-    CHECK(kbit::torchao_scaler_code<float>(std::numeric_limits<float>::quiet_NaN(), 1.0f) == 0);
-    CHECK(kbit::torchao_factor<float>(64.0f) == 2.0f);  // 256 / 128
+    CHECK(low_byte == 0);
+    CHECK(saturate == 0);
+    CHECK(checked > 90000);
+    // The rules themselves: the low byte wraps, saturation clamps, ties go to even, NaN gives 0.
+    CHECK(kbit::int8_low_byte_rn(200.0f) == static_cast<int8_t>(200 - 256));
+    CHECK(kbit::int8_low_byte_rn(2.5f) == 2);
+    CHECK(kbit::int8_saturate_rn(200.0f) == 127);
+    CHECK(kbit::int8_saturate_rn(-3.5f) == -4);
+    CHECK(kbit::int8_saturate_rn(hostcheck::kNaN) == 0);
+    for (int32_t v : {0, 127, 128, -128, -129, INT32_MAX, INT32_MIN})
+        CHECK(kbit::int8_saturate(v) == (v > 127 ? 127 : (v < -128 ? -128 : v)));
 }

@@ -36,7 +36,8 @@ TEST_CASE("cuda without device: identity and interfaces", "[cuda][no_device]") {
           KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR));
     CHECK(fn<uint32_t (*)()>("kbit_8bit_interface_version")() ==
           KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR));
-    CHECK(dlsym(g_lib, "kbit_optim8_interface_version") == nullptr);  // phase 2
+    CHECK(fn<uint32_t (*)()>("kbit_optim8_interface_version")() ==
+          KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR));
 }
 
 TEST_CASE("cuda without device: probe is 0 and info says why", "[cuda][no_device]") {
@@ -93,6 +94,59 @@ TEST_CASE("cuda without device: argument checks need no device", "[cuda][no_devi
                                     int, void*)>("cigemmlt_32");
     CHECK(igemm(nullptr, 4, 4, 4, nullptr, nullptr, nullptr, nullptr, 4, 4, 4, nullptr) == KBIT_STATUS_INVALID_ARGUMENT);
     CHECK(last_error() == "cigemmlt_32: context is NULL");
+}
+
+TEST_CASE("cuda without device: optimizers, fills and managed memory fail cleanly", "[cuda][no_device]") {
+    auto* p = reinterpret_cast<float*>(0x10000);
+    auto* s = reinterpret_cast<unsigned char*>(0x20000);
+    auto* q = reinterpret_cast<float*>(0x30000);
+    auto adam8 = fn<kbit_status (*)(float*, float*, unsigned char*, unsigned char*, float, float, float, float, float, int,
+                                    float, float*, float*, float*, float*, float, float, bool, int)>(
+        "cadam_8bit_blockwise_grad_fp32");
+    CHECK(adam8(p, p, s, s, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 1, 1e-3f, q, q, q, q, 0.0f, 1.0f, false, 1000) ==
+          KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cadam_8bit_blockwise_grad_fp32: blockwise8_kernel: cuda"));
+    auto adam32 = fn<kbit_status (*)(float*, float*, float*, float*, float*, float, float, float, float, float, float,
+                                     float, float, int, float, float, bool, int)>("cadam32bit_grad_fp32");
+    CHECK(adam32(p, p, q, q, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 0.0f, 1, 1e-3f, 1.0f, false, 1000) ==
+          KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cadam32bit_grad_fp32: update32_kernel: cuda"));
+    // With clipping the scratch allocation is the first device call to fail.
+    CHECK(adam32(p, p, q, q, q, 1.0f, 1.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 0.0f, 1, 1e-3f, 1.0f, false, 1000) ==
+          KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cadam32bit_grad_fp32: cudaMallocAsync (update-norm scratch): cuda"));
+    // Argument checks come first and need no device.
+    CHECK(adam32(p, p, q, q, nullptr, 1.0f, 1.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 0.0f, 1, 1e-3f, 1.0f, false, 1000) ==
+          KBIT_STATUS_INVALID_ARGUMENT);
+    CHECK(last_error() == "cadam32bit_grad_fp32: unorm is NULL but max_unorm is 1 > 0");
+
+    CHECK(fn<void* (*)(size_t)>("cget_managed_ptr")(4096) == nullptr);
+    CHECK(starts_with(last_error(), "cget_managed_ptr: cudaMallocManaged of 4096 bytes: cuda"));
+    CHECK(fn<void* (*)(size_t)>("cget_managed_ptr")(0) == nullptr);
+    CHECK(last_error() == "cget_managed_ptr: bytes is 0, must be > 0");
+    auto fill = fn<kbit_status (*)(float*, float*, float, int64_t)>("cfill_fp32");
+    CHECK(fill(p, nullptr, 1.0f, 100) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cfill_fp32: fill_fp32_kernel: cuda"));
+    CHECK(fill(nullptr, nullptr, 1.0f, 0) == KBIT_STATUS_SUCCESS);
+    auto prefetch = fn<kbit_status (*)(void*, size_t, int)>("cprefetch");
+    CHECK(prefetch(p, 64, 0) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "cprefetch: "));
+    CHECK(prefetch(nullptr, 0, 0) == KBIT_STATUS_SUCCESS);
+    CHECK(fn<kbit_status (*)(void*)>("kbit_free_managed_ptr")(nullptr) == KBIT_STATUS_SUCCESS);
+}
+
+TEST_CASE("cuda without device: torchao and int8 host-side steps fail cleanly", "[cuda][no_device]") {
+    auto* w = reinterpret_cast<float*>(0x10000);
+    auto* d = reinterpret_cast<uint8_t*>(0x20000);
+    auto* q = reinterpret_cast<int8_t*>(0x30000);
+    auto tq = fn<kbit_status (*)(const float*, uint8_t*, int8_t*, float*, float*, int64_t, int64_t, int64_t, void*)>(
+        "kbit_quantize_nf4_torchao_fp32");
+    CHECK(tq(w, d, q, w, w, 64 * 256, 64, 256, nullptr) == KBIT_STATUS_DEVICE_ERROR);
+    CHECK(starts_with(last_error(), "kbit_quantize_nf4_torchao_fp32: cudaMallocAsync (block scalers): cuda"));
+    auto vq = fn<kbit_status (*)(const kbit_half*, int8_t*, float*, uint8_t*, float, int64_t, int64_t, void*)>(
+        "kbit_int8_vectorwise_quant");
+    CHECK(vq(nullptr, nullptr, nullptr, d, 6.0f, 0, 16, nullptr) == KBIT_STATUS_DEVICE_ERROR);  // zeroes the flags
+    CHECK(starts_with(last_error(), "kbit_int8_vectorwise_quant: cudaMemsetAsync: cuda"));
 }
 
 TEST_CASE("cuda without device: get_context returns NULL with a reason", "[cuda][no_device]") {

@@ -1,5 +1,6 @@
-// The CUDA self-test: every exported function of the 4-bit and 8-bit interfaces and the internal
-// paged-memory helpers against host references, on a GPU. Exits 77 (skipped) without one.
+// The CUDA self-test: every interface's functions against the CPU reference kbit::ref on paths the
+// conformance suite does not reach (unaligned buffers, both int8 GEMM paths, wide reductions), plus
+// exhaustive conversion checks, on a GPU. Exits 77 (skipped) without one.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -93,6 +94,28 @@ std::vector<T> to_elems(const std::vector<float>& v) {
     std::vector<T> out(v.size());
     for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::store(v[i]);
     return out;
+}
+
+// bitsandbytes' create_dynamic_map(signed), fp32 (as the conformance suite builds it).
+inline std::vector<float> dynamic_map(bool is_signed) {
+    std::vector<float> v;
+    for (int d = 0; d <= 6; ++d) {
+        const int f = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
+        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
+        std::vector<float> b(f);
+        for (int i = 0; i < f; ++i)
+            b[i] = i < f / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(f - 1 - i);
+        const float s = static_cast<float>(std::pow(10.0, d - 6));
+        for (int i = 0; i + 1 < f; ++i) {
+            const float m = (b[i] + b[i + 1]) / 2.0f;
+            v.push_back(s * m);
+            if (is_signed) v.push_back(-(s * m));
+        }
+    }
+    v.push_back(0.0f);
+    v.push_back(1.0f);
+    std::sort(v.begin(), v.end());
+    return v;
 }
 
 // Relative precision of T (for output rounding in tolerances).
