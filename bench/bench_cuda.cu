@@ -1,5 +1,5 @@
-// kbit_bench_cuda — throughput of the CUDA backend's bandwidth-bound kernels beside the device's
-// measured copy bandwidth, as CSV.
+// kbit_bench_cuda — throughput of the CUDA backend's bandwidth-bound kernels (4-bit and 8-bit
+// quantization, NF4 GEMV, optimizer steps) beside the device's measured copy bandwidth, as CSV.
 //
 // Each round times the device-to-device copy (cudaMemcpyAsync of 1 GiB, counted as bytes read +
 // written) and then the kernel (the mean over `iters` back-to-back calls through the exported C
@@ -205,17 +205,18 @@ void bench_quantize_4bit(CopyProbe& copy, int64_t n) {
     }
 }
 
-std::vector<float> signed_dynamic_map() {
+// bitsandbytes' create_dynamic_map(signed), fp32.
+std::vector<float> dynamic_map(bool is_signed) {
     std::vector<float> v;
     for (int d = 0; d <= 6; ++d) {
-        const int f = (1 << d) + 1;
+        const int f = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
         const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
         std::vector<float> b(f);
         for (int i = 0; i < f; ++i) b[i] = i < f / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(f - 1 - i);
         const float sc = static_cast<float>(std::pow(10.0, d - 6));
         for (int i = 0; i + 1 < f; ++i) {
             v.push_back(sc * ((b[i] + b[i + 1]) / 2.0f));
-            v.push_back(-(sc * ((b[i] + b[i + 1]) / 2.0f)));
+            if (is_signed) v.push_back(-(sc * ((b[i] + b[i + 1]) / 2.0f)));
         }
     }
     v.push_back(0.0f);
@@ -314,6 +315,78 @@ void bench_gemv(CopyProbe& copy, int N, int K, float* lut) {
     cudaFree(out);
 }
 
+// 8-bit blockwise Adam (cadam_8bit_blockwise_grad_*): p read and written, g read, two 8-bit states
+// read and written, two absmax arrays read and written.
+template <class T>
+void bench_adam_8bit(CopyProbe& copy, int64_t n, float* q1, float* q2) {
+    const int64_t blocks = (n + 255) / 256;
+    const double bytes = double(n) * (3 * sizeof(T) + 4) + double(blocks) * 16;
+    const int sets = sets_for(bytes);
+    std::vector<void*> p(sets), g(sets), s1(sets), s2(sets), a1(sets), a2(sets);
+    for (int s = 0; s < sets; ++s) {
+        p[s] = dmalloc(n * sizeof(T));
+        g[s] = dmalloc(n * sizeof(T));
+        s1[s] = dmalloc(n);
+        s2[s] = dmalloc(n);
+        a1[s] = dmalloc(blocks * 4);
+        a2[s] = dmalloc(blocks * 4);
+        fill_normal(static_cast<T*>(p[s]), n, s + 11);
+        fill_normal(static_cast<T*>(g[s]), n, s + 12);
+        fill_bytes(s1[s], n, s + 13);
+        fill_bytes(s2[s], n, s + 14);
+        fill_value(static_cast<float*>(a1[s]), blocks, 0.01f);
+        fill_value(static_cast<float*>(a2[s]), blocks, 1e-4f);
+    }
+    measure(copy, "adam_8bit_blockwise", dtype_name<T>(), "n=" + std::to_string(n), bytes, sets, [&](int s) {
+        T* pp = static_cast<T*>(p[s]);
+        T* gg = static_cast<T*>(g[s]);
+        auto* c1 = static_cast<unsigned char*>(s1[s]);
+        auto* c2 = static_cast<unsigned char*>(s2[s]);
+        auto* m1 = static_cast<float*>(a1[s]);
+        auto* m2 = static_cast<float*>(a2[s]);
+        kbit_status st;
+        if constexpr (std::is_same<T, float>::value)
+            st = cadam_8bit_blockwise_grad_fp32(pp, gg, c1, c2, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 10, 1e-3f, q1, q2, m1, m2,
+                                                0.0f, 1.0f, false, static_cast<int>(n));
+        else if constexpr (std::is_same<T, kbit_half>::value)
+            st = cadam_8bit_blockwise_grad_fp16(pp, gg, c1, c2, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 10, 1e-3f, q1, q2, m1, m2,
+                                                0.0f, 1.0f, false, static_cast<int>(n));
+        else
+            st = cadam_8bit_blockwise_grad_bf16(pp, gg, c1, c2, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, 10, 1e-3f, q1, q2, m1, m2,
+                                                0.0f, 1.0f, false, static_cast<int>(n));
+        kbit_ok(st, "cadam_8bit_blockwise_grad");
+    });
+    for (int s = 0; s < sets; ++s)
+        for (void* ptr : {p[s], g[s], s1[s], s2[s], a1[s], a2[s]}) cudaFree(ptr);
+}
+
+// 32-bit Adam fp32 (cadam32bit_grad_fp32), without and with update-norm clipping (an extra pass that
+// reads g and both states).
+void bench_adam_32bit(CopyProbe& copy, int64_t n, bool clip) {
+    const double bytes = double(n) * (clip ? 40 : 28);
+    const int sets = sets_for(bytes);
+    std::vector<float*> p(sets), g(sets), s1(sets), s2(sets);
+    float* unorm = static_cast<float*>(dmalloc(4));
+    for (int s = 0; s < sets; ++s) {
+        p[s] = static_cast<float*>(dmalloc(n * 4));
+        g[s] = static_cast<float*>(dmalloc(n * 4));
+        s1[s] = static_cast<float*>(dmalloc(n * 4));
+        s2[s] = static_cast<float*>(dmalloc(n * 4));
+        fill_normal(p[s], n, s + 21);
+        fill_normal(g[s], n, s + 22);
+        fill_value(s1[s], n, 0.0f);
+        fill_value(s2[s], n, 0.0f);
+    }
+    measure(copy, "adam_32bit", "fp32", "n=" + std::to_string(n) + (clip ? " max_unorm=1" : ""), bytes, sets, [&](int s) {
+        kbit_ok(cadam32bit_grad_fp32(g[s], p[s], s1[s], s2[s], unorm, clip ? 1.0f : 0.0f, 1.0f, 0.9f, 0.999f, 0.0f, 0.0f,
+                                     1e-8f, 0.0f, 10, 1e-3f, 1.0f, false, static_cast<int>(n)),
+                "cadam32bit_grad_fp32");
+    });
+    for (int s = 0; s < sets; ++s)
+        for (float* ptr : {p[s], g[s], s1[s], s2[s]}) cudaFree(ptr);
+    cudaFree(unorm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -339,9 +412,11 @@ int main(int argc, char** argv) {
     const std::vector<float> nf4 = {KBIT_NF4_VALUES};
     float* lut = static_cast<float*>(dmalloc(16 * sizeof(float)));
     cuda_ok(cudaMemcpy(lut, nf4.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), "lut");
-    const std::vector<float> map = signed_dynamic_map();
+    const std::vector<float> map = dynamic_map(true), umap = dynamic_map(false);
     float* code = static_cast<float*>(dmalloc(256 * sizeof(float)));
+    float* ucode = static_cast<float*>(dmalloc(256 * sizeof(float)));
     cuda_ok(cudaMemcpy(code, map.data(), 256 * sizeof(float), cudaMemcpyHostToDevice), "code");
+    cuda_ok(cudaMemcpy(ucode, umap.data(), 256 * sizeof(float), cudaMemcpyHostToDevice), "code");
 
     bench_dequantize_4bit<kbit_half>(copy, n);
     bench_dequantize_4bit<kbit_bf16>(copy, n);
@@ -357,7 +432,13 @@ int main(int argc, char** argv) {
     bench_gemv<float>(copy, 14336, 4096, lut);
     bench_quantize_4bit<kbit_half>(copy, n);
     bench_dequantize_8bit<kbit_half>(copy, n, code);
+    const int64_t params = g_opt.quick ? int64_t{1} << 24 : int64_t{1} << 26;  // 64M parameters
+    bench_adam_8bit<float>(copy, params, code, ucode);
+    bench_adam_8bit<kbit_bf16>(copy, params, code, ucode);
+    bench_adam_32bit(copy, params, false);
+    bench_adam_32bit(copy, params, true);
     cudaFree(lut);
     cudaFree(code);
+    cudaFree(ucode);
     return 0;
 }

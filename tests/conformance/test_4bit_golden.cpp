@@ -46,7 +46,7 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 }  // namespace
 
 TEST_CASE("4bit golden: dequantize equals bitsandbytes' CPU library byte for byte", "[4bit][golden]") {
-    const std::string dir = std::string(KBIT_SOURCE_DIR) + "/tests/golden/";
+    const std::string dir = golden_dir();
     std::ifstream index_file(dir + "bnb_4bit.json");
     REQUIRE(index_file.good());
     const auto index = nlohmann::json::parse(index_file);

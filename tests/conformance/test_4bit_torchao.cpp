@@ -81,7 +81,7 @@ void check_golden(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 }  // namespace
 
 TEST_CASE("4bit torchao: to_nf4 and get_original_weight byte for byte against torchao", "[4bit][torchao]") {
-    const std::string dir = std::string(KBIT_SOURCE_DIR) + "/tests/golden/";
+    const std::string dir = golden_dir();
     std::ifstream index_file(dir + "torchao_nf4.json");
     REQUIRE(index_file.good());
     const auto index = nlohmann::json::parse(index_file);

@@ -14,7 +14,7 @@ using namespace kbit_test;
 
 namespace {
 
-const std::string kGoldenDir = std::string(KBIT_SOURCE_DIR) + "/tests/golden/";
+const std::string kGoldenDir = golden_dir();
 
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -38,6 +39,13 @@ std::vector<float> to_floats(const std::vector<T>& v) {
     std::vector<float> out(v.size());
     for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::load(v[i]);
     return out;
+}
+
+// Directory of the golden vectors (tests/golden/ of the source tree the suite was built from, or
+// $KBIT_GOLDEN_DIR when set: for a binary run from another checkout or machine), with a final '/'.
+inline std::string golden_dir() {
+    const char* dir = std::getenv("KBIT_GOLDEN_DIR");
+    return dir != nullptr && dir[0] != '\0' ? std::string(dir) + "/" : std::string(KBIT_SOURCE_DIR) + "/tests/golden/";
 }
 
 // Bit pattern of any 1/2/4-byte element (for exact comparisons that treat NaN payloads and signed
