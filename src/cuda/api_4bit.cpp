@@ -1,6 +1,7 @@
 // The 4-bit interface of libkbit_cuda.so: argument validation (kbit_validate_4bit.h, shared with
-// every backend, so messages are identical), then the internal operations of cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
-// default stream, as bitsandbytes does.
+// every backend, so messages are identical), then the internal operations of cuda_ops.h. The
+// bitsandbytes-named quantizers have no stream parameter and run on the legacy default stream, as
+// bitsandbytes does.
 #include "cuda_ops.h"
 #include "kbit/kbit_4bit.h"
 #include "kbit_error.h"

@@ -1,6 +1,7 @@
 // The 8-bit interface of libkbit_cuda.so: argument validation (kbit_validate_8bit.h, shared with
-// every backend, so messages are identical), then the internal operations of cuda_ops.h. The bitsandbytes-named quantizers have no stream parameter and run on the legacy
-// default stream, as bitsandbytes does.
+// every backend, so messages are identical), then the internal operations of cuda_ops.h. The
+// bitsandbytes-named quantizers have no stream parameter and run on the legacy default stream, as
+// bitsandbytes does.
 #include <cstdint>
 
 #include "cuda_ops.h"
@@ -43,7 +44,8 @@ kbit_status igemmlt(const char* fn, kbit::cuda::IgemmltOutput output, kbit_conte
             kbit::validate_igemmlt(fn, context, m, n, k, A, B, C, row_scale, want_scale, lda, ldb, ldc, &empty);
         if (s != KBIT_STATUS_SUCCESS) return s;
         if (!kbit::cuda::is_context(context))
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn,
+                                   "context was not made by this backend's get_context()");
         if (empty) return s;
         return kbit::cuda::igemmlt(fn, context, output, m, n, k, A, B, C, row_scale, lda, ldb, ldc, stream);
     });
@@ -73,13 +75,15 @@ KBIT_CUDA_8BIT_CODEC(bf16, kbit_bf16, KBIT_DTYPE_BF16)
 
 KBIT_API kbit_status kbit_quantize_blockwise_8bit(int32_t dtype, const float* code, const void* A, float* absmax,
                                                   uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    return quantize("kbit_quantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n, stream);
+    return quantize("kbit_quantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n,
+                    stream);
 }
 
 KBIT_API kbit_status kbit_dequantize_blockwise_8bit(int32_t dtype, const float* code, const uint8_t* A,
                                                     const float* absmax, void* out, int64_t blocksize, int64_t n,
                                                     void* stream) {
-    return dequantize("kbit_dequantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n, stream);
+    return dequantize("kbit_dequantize_blockwise_8bit", &dtype, dtype, code, A, absmax, out, blocksize, n,
+                      stream);
 }
 
 KBIT_API kbit_status cint8_vector_quant(kbit_half* A, int8_t* out, float* rowStats, float threshold, int rows,
@@ -125,7 +129,8 @@ KBIT_API kbit_status kbit_context_destroy(kbit_context* context) {
     return kbit::guarded(fn, [&] {
         if (context == nullptr) return KBIT_STATUS_SUCCESS;
         if (!kbit::cuda::is_context(context))
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn,
+                                   "context was not made by this backend's get_context()");
         return kbit::cuda::destroy_context(fn, context);
     });
 }

@@ -61,10 +61,10 @@ kbit_status igemm_s32_exact(const char* fn, int m, int n, int k, const int8_t* A
     return check_launch(fn, "igemm_s32_exact_kernel");
 }
 
-kbit_status igemm_int8_epilogue(const char* fn, const int32_t* acc, int ld, int n, int k, const float* row_scale, int8_t* C,
-                                int ldc, void* stream) {
-    igemm_int8_epilogue_kernel<<<grid_for((int64_t{n} * k + 255) / 256), 256, 0, to_stream(stream)>>>(acc, ld, n, k,
-                                                                                                   row_scale, C, ldc);
+kbit_status igemm_int8_epilogue(const char* fn, const int32_t* acc, int ld, int n, int k, const float* row_scale,
+                                int8_t* C, int ldc, void* stream) {
+    const unsigned grid = grid_for((int64_t{n} * k + 255) / 256);
+    igemm_int8_epilogue_kernel<<<grid, 256, 0, to_stream(stream)>>>(acc, ld, n, k, row_scale, C, ldc);
     return check_launch(fn, "igemm_int8_epilogue_kernel");
 }
 

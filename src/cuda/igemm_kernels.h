@@ -16,7 +16,7 @@ kbit_status igemm_s32_exact(const char* fn, int m, int n, int k, const int8_t* A
 
 // C[t*ldc + o] = int8 of acc[t*ld + o]: saturated (row_scale NULL), or rint(float(acc) * row_scale[o])
 // saturated with NaN -> 0 (src/cuda/int8_rules.h, the CPU reference's rules).
-kbit_status igemm_int8_epilogue(const char* fn, const int32_t* acc, int ld, int n, int k, const float* row_scale, int8_t* C,
-                                int ldc, void* stream);
+kbit_status igemm_int8_epilogue(const char* fn, const int32_t* acc, int ld, int n, int k, const float* row_scale,
+                                int8_t* C, int ldc, void* stream);
 
 }  // namespace kbit::cuda

@@ -202,7 +202,8 @@ kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output,
         st = igemm_int8_epilogue(fn, acc, ld, n, k, output == IgemmltOutput::Int8RowScale ? row_scale : nullptr,
                                  static_cast<int8_t*>(C), ldc, s);
     const cudaError_t freed = cudaFreeAsync(acc, s);
-    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (int32 product)", freed);
+    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess)
+        return device_error(fn, "cudaFreeAsync (int32 product)", freed);
     return st;
 }
 

@@ -149,8 +149,8 @@ template <class T, Kind K>
 kbit_status run(const char* fn, const optim::Hyper& h, const Optim8Args& m, cudaStream_t stream) {
     const Consts c = optim::make_consts(h);
     const int64_t blocks = (m.n + optim::kBlock - 1) / optim::kBlock;
-    const bool vec = aligned(m.p, 16) && aligned(m.g, 16) && aligned(m.s1, 8) && (m.s2 == nullptr || aligned(m.s2, 8)) &&
-                     (K != Kind::AdEMAMix || aligned(m.s1 + m.n, 8));
+    const bool vec = aligned(m.p, 16) && aligned(m.g, 16) && aligned(m.s1, 8) &&
+                     (m.s2 == nullptr || aligned(m.s2, 8)) && (K != Kind::AdEMAMix || aligned(m.s1 + m.n, 8));
     blockwise8_kernel<T, K><<<grid_for((blocks + kWarps - 1) / kWarps, 8), kThreads, 0, stream>>>(
         c, static_cast<T*>(m.p), static_cast<const T*>(m.g), m.s1, m.s2, m.q1, m.q2, m.a1, m.a2, m.n, vec);
     return check_launch(fn, "blockwise8_kernel");

@@ -111,7 +111,8 @@ kbit_status quantize_t(const char* fn, const T* w, uint8_t* qdata, int8_t* qscal
         st = check_launch(fn, "nf4_index_kernel");
     }
     const cudaError_t freed = cudaFreeAsync(scalers, stream);
-    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (block scalers)", freed);
+    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess)
+        return device_error(fn, "cudaFreeAsync (block scalers)", freed);
     return st;
 }
 

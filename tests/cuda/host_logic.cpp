@@ -2,7 +2,6 @@
 // logic is verified on machines without a GPU: the shared-memory layout of the 8-bit code search,
 // the x86 NaN rule the kernels reproduce, and the int8 conversions (against kbit::ref). The torchao,
 // quantizer and optimizer decompositions have their own files (host_*.cpp).
-#define CATCH_CONFIG_MAIN
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "catch_run.h"
 #include "code8_search.h"
 #include "host_util.h"
 #include "int8_rules.h"
@@ -155,3 +155,5 @@ TEST_CASE("int8 conversions equal the reference's (cint8_vector_quant and cigemm
     for (int32_t v : {0, 127, 128, -128, -129, INT32_MAX, INT32_MIN})
         CHECK(kbit::int8_saturate(v) == (v > 127 ? 127 : (v < -128 ? -128 : v)));
 }
+
+int main(int argc, char** argv) { return run_catch(argc, argv); }

@@ -1,7 +1,6 @@
 // On a machine without an NVIDIA driver or GPU (the CI machine): libkbit_cuda.so loads, probes 0,
 // explains why, and every call fails with a status and a message instead of crashing or exiting.
 // Exits 77 (skipped) when the machine does have a usable GPU.
-#define CATCH_CONFIG_RUNNER
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "catch_run.h"
 #include "kbit/kbit.h"
 
 namespace {
@@ -170,7 +170,5 @@ int main(int argc, char** argv) {
         std::printf("a usable CUDA device is present; this test is for machines without one (skipped)\n");
         return 77;
     }
-    Catch::Session session;
-    if (int rc = session.applyCommandLine(argc - 1, argv + 1)) return rc;
-    return session.run();
+    return run_catch(argc - 1, argv + 1);  // the library path stands in for the program name
 }

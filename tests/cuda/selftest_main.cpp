@@ -1,11 +1,9 @@
 // The CUDA self-test: every interface's functions against the CPU reference kbit::ref on paths the
 // conformance suite does not reach (unaligned buffers, both int8 GEMM paths, wide reductions), plus
 // exhaustive conversion checks, on a GPU. Exits 77 (skipped) without one.
-#define CATCH_CONFIG_RUNNER
 #include <cstdio>
 
-#include <catch2/catch.hpp>
-
+#include "catch_run.h"
 #include "kbit/kbit.h"
 
 int main(int argc, char** argv) {
@@ -14,5 +12,5 @@ int main(int argc, char** argv) {
         return 77;
     }
     std::printf("%s\n", kbit_backend_info());
-    return Catch::Session().run(argc, argv);
+    return run_catch(argc, argv);
 }
