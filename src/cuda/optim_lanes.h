@@ -10,6 +10,14 @@
 #include "kbit_optim_math.h"
 #include "optim_rules.h"
 
+// The lanes' arrays stay in registers only if their loops are unrolled (device code); nothing on
+// the host, whose compiler (also nvcc's host pass) does not know the pragma.
+#if defined(__CUDA_ARCH__)
+#  define KBIT_LANE_UNROLL _Pragma("unroll")
+#else
+#  define KBIT_LANE_UNROLL
+#endif
+
 namespace kbit::cuda {
 
 // ---- 32-bit update norm ---------------------------------------------------------------------------
@@ -44,6 +52,7 @@ struct Block8Lane {
     // second first-moment codes (state1 + n).
     KBIT_HD void load(const T* gp, const T* pp, const uint8_t* q1, const uint8_t* q2, const uint8_t* m2, int64_t i0,
                       int64_t n) {
+        KBIT_LANE_UNROLL
         for (int j = 0; j < kElems; ++j) {
             const bool pad = i0 + j >= n;
             g[j] = pad ? 0.0f : Elem<T>::load(gp[i0 + j]);
@@ -58,6 +67,7 @@ struct Block8Lane {
     // (started by the caller at -FLT_MAX).
     KBIT_HD void update(const optim::Consts& c, const float* code1, const float* code2, float a1, float a2, float a3,
                         float& new1, float& new2, float& new3) {
+        KBIT_LANE_UNROLL
         for (int j = 0; j < kElems; ++j) {
             d[j] = 0.0f;
             s1[j] = optim::dequant8(code1, c1[j], a1);
@@ -79,6 +89,7 @@ struct Block8Lane {
     // the tables' breadth-first search nodes (code8_search.h).
     KBIT_HD void finish(const optim::Consts& c, const float* code1, const float* node1, const float* code2,
                         const float* node2, float new1, float new2, float new3, T (&p_out)[kElems]) {
+        KBIT_LANE_UNROLL
         for (int j = 0; j < kElems; ++j) {
             float pj = p[j];
             if (step[j])
