@@ -138,7 +138,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // (row-major [n][ldb]) * A^T (A row-major [k][lda]), inner dimension m. In cuBLASLt's column-major
 // terms A is an m x k matrix (ld lda) used transposed, B an m x n matrix (ld ldb), C a k x n matrix
 // (ld ldc): the "TN" layout that its integer kernels require. Returns KBIT_STATUS_NOT_SUPPORTED
-// (without recording an error) when cuBLASLt declines the case.
+// (without recording an error) when cuBLASLt declines the case (not supported, or a layout it calls
+// invalid): the caller then computes the same product with the fallback kernel.
 kbit_status lt_s32(const char* fn, kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B,
                    int32_t* C, int lda, int ldb, int ldc, cudaStream_t stream) {
     const LtApi& api = lt_api();
@@ -154,7 +155,7 @@ kbit_status lt_s32(const char* fn, kbit_context* context, int m, int n, int k, c
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatrixLayoutCreate", st);
     const int32_t one = 1, zero = 0;
     st = api.matmul(context->handle, d.op, &one, A, d.a, B, d.b, &zero, C, d.c, C, d.c, nullptr, nullptr, 0, stream);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return KBIT_STATUS_NOT_SUPPORTED;
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) return KBIT_STATUS_NOT_SUPPORTED;
     if (st != CUBLAS_STATUS_SUCCESS) return lt_error(fn, "cublasLtMatmul", st);
     return KBIT_STATUS_SUCCESS;
 }

@@ -15,8 +15,13 @@ __global__ void fill_fp32_kernel(float* __restrict__ A, float value, int64_t n) 
 
 }  // namespace
 
-// Managed memory attached to the host, as bitsandbytes allocates paged optimizer state.
+// Managed memory attached to the host, as bitsandbytes allocates paged optimizer state. Sizes no
+// machine can hold are refused before CUDA sees them (a huge managed request can stall a GPU).
+constexpr size_t kMaxManagedBytes = size_t{1} << 48;
+
 kbit_status get_managed_ptr(const char* fn, size_t bytes, void** ptr) {
+    if (bytes > kMaxManagedBytes)
+        return set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu bytes cannot be allocated (more than 2^48)", bytes);
     void* p = nullptr;
     char what[80];
     std::snprintf(what, sizeof what, "cudaMallocManaged of %zu bytes", bytes);

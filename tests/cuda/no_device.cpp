@@ -122,6 +122,8 @@ TEST_CASE("cuda without device: optimizers, fills and managed memory fail cleanl
 
     CHECK(fn<void* (*)(size_t)>("cget_managed_ptr")(4096) == nullptr);
     CHECK(starts_with(last_error(), "cget_managed_ptr: cudaMallocManaged of 4096 bytes: cuda"));
+    CHECK(fn<void* (*)(size_t)>("cget_managed_ptr")(SIZE_MAX) == nullptr);  // refused before CUDA sees it
+    CHECK(last_error() == "cget_managed_ptr: " + std::to_string(SIZE_MAX) + " bytes cannot be allocated (more than 2^48)");
     CHECK(fn<void* (*)(size_t)>("cget_managed_ptr")(0) == nullptr);
     CHECK(last_error() == "cget_managed_ptr: bytes is 0, must be > 0");
     auto fill = fn<kbit_status (*)(float*, float*, float, int64_t)>("cfill_fp32");
