@@ -99,6 +99,9 @@ def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
     f32 = np.float32
     data = []
     non_sign_bits = total_bits - 1
+    if not 1 <= max_exponent_bits <= non_sign_bits or total_bits > 8:
+        raise ValueError(f"create_dynamic_map: needs 1 <= max_exponent_bits <= total_bits - 1 and total_bits <= 8, "
+                         f"not max_exponent_bits={max_exponent_bits}, total_bits={total_bits}")
     extra = 2 ** (non_sign_bits - max_exponent_bits) - 1
 
     def means(count):
