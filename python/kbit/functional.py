@@ -293,7 +293,7 @@ def quantize_4bit(A, absmax=None, out=None, blocksize=None, compress_statistics=
                                    blocksize, n, ctx.stream)
     state = _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_statistics)
     if storage != _U8:
-        out = out.view(storage)
+        out = out.reshape(-1).view(storage).reshape(-1, 1)  # bitsandbytes: [(n+1) // (2 * itemsize), 1]
     return out, state
 
 
