@@ -144,7 +144,7 @@ class _CudaArrayAdapter:
             cupy = sys.modules["cupy"]
             with like.device:
                 return cupy.empty(shape, dtype=dtype)
-        return DeviceArray(lib, shape, dtype)
+        return DeviceArray(lib, shape, dtype, stream=cls.info(like)[4])
 
     @classmethod
     def from_numpy(cls, like, arr, lib):
@@ -152,7 +152,7 @@ class _CudaArrayAdapter:
             cupy = sys.modules["cupy"]
             with like.device:
                 return cupy.asarray(arr)
-        return DeviceArray.from_numpy(lib, arr)
+        return DeviceArray.from_numpy(lib, arr, stream=cls.info(like)[4])
 
     @classmethod
     def to_numpy(cls, x, lib):
@@ -205,11 +205,14 @@ def adapter(x):
 
 class DeviceArray:
     """Memory of a kbit backend (kbit_device_malloc), returned for inputs that are neither numpy, torch
-    nor cupy arrays. Exposes __cuda_array_interface__ (cupy.asarray / numba can wrap it) and .numpy()."""
+    nor cupy arrays. Exposes __cuda_array_interface__ (cupy.asarray / numba can wrap it) and .numpy().
+    `stream` is the stream of the call that produced it (its interface's "stream" entry), so later
+    calls on it run on the same stream."""
 
-    def __init__(self, lib, shape, dtype):
+    def __init__(self, lib, shape, dtype, stream=None):
         import ctypes
         self.lib = lib
+        self.stream = stream
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
@@ -218,9 +221,9 @@ class DeviceArray:
         self.ptr = ptr.value
 
     @classmethod
-    def from_numpy(cls, lib, arr):
+    def from_numpy(cls, lib, arr, stream=None):
         arr = np.ascontiguousarray(arr)
-        d = cls(lib, arr.shape, arr.dtype)
+        d = cls(lib, arr.shape, arr.dtype, stream)
         if arr.nbytes:
             lib.checked.kbit_memcpy(d.ptr, arr.ctypes.data, arr.nbytes, 1)  # KBIT_MEMCPY_HOST_TO_DEVICE
         return d
@@ -228,7 +231,7 @@ class DeviceArray:
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
-                "strides": None, "stream": None}
+                "strides": None, "stream": self.stream}
 
     def numpy(self):
         out = np.empty(self.shape, dtype=self.dtype)
