@@ -54,7 +54,9 @@ def save(path, tensors, metadata=None):
     """Writes host arrays with safetensors' numpy API. metadata defaults to {"format": "pt"}, which
     transformers requires of a PyTorch checkpoint."""
     from safetensors.numpy import save_file
-    save_file({k: np.ascontiguousarray(_host(v)) for k, v in tensors.items()}, str(path),
+    host = {k: _host(v) for k, v in tensors.items()}
+    # (np.ascontiguousarray would turn weight_format's 0-d array into shape [1].)
+    save_file({k: v if v.flags.c_contiguous else np.ascontiguousarray(v) for k, v in host.items()}, str(path),
               metadata=metadata if metadata is not None else {"format": "pt"})
 
 
