@@ -7,23 +7,25 @@ import re
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-# Installed package: kbit/abi/ holds the lists and abi_gen.py. Source checkout: the repository's own.
-_CANDIDATES = ((_HERE / "abi", _HERE / "abi" / "abi_gen.py"),
-               (_HERE.parent.parent / "abi", _HERE.parent.parent / "scripts" / "abi_gen.py"))
+# Installed package: kbit/abi/ holds the lists and abi_gen.py, kbit/include/ the headers. Source
+# checkout: the repository's own.
+_CANDIDATES = ((_HERE / "abi", _HERE / "abi" / "abi_gen.py", _HERE / "include"),
+               (_HERE.parent.parent / "abi", _HERE.parent.parent / "scripts" / "abi_gen.py",
+                _HERE.parent.parent / "include"))
 
 INTERFACES = ("core", "4bit", "8bit", "optim8")  # backend interfaces, in loader table order
 LOADER = "loader"
 
 
 def _locate():
-    for abi_dir, gen in _CANDIDATES:
-        if (abi_dir / "kbit_core.def").is_file() and gen.is_file():
-            return abi_dir, gen
-    raise ImportError("kbit: cannot find the ABI lists (kbit_core.def and abi_gen.py) beside the package "
+    for abi_dir, gen, include in _CANDIDATES:
+        if (abi_dir / "kbit_core.def").is_file() and gen.is_file() and (include / "kbit" / "kbit_core.h").is_file():
+            return abi_dir, gen, include
+    raise ImportError("kbit: cannot find the ABI lists (kbit_core.def, abi_gen.py, kbit_core.h) beside the package "
                       f"({_CANDIDATES[0][0]}) or in the source tree ({_CANDIDATES[1][0]})")
 
 
-ABI_DIR, _GEN_PATH = _locate()
+ABI_DIR, _GEN_PATH, INCLUDE_DIR = _locate()
 _spec = importlib.util.spec_from_file_location("kbit._abi_gen", _GEN_PATH)
 _gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_gen)
@@ -42,6 +44,15 @@ def functions(iface):
 def table_functions(iface):
     """Members of kbit_<iface>_table after size and version, in order (no version function)."""
     return parse_def(ABI_DIR / f"kbit_{iface}.def")
+
+
+def _status_names():
+    """{value: "KBIT_STATUS_..."} from the #defines of kbit_core.h (numbered explicitly, only appended)."""
+    text = (INCLUDE_DIR / "kbit" / "kbit_core.h").read_text()
+    return {int(v): f"KBIT_STATUS_{n}" for n, v in re.findall(r"#define KBIT_STATUS_(\w+) (\d+)", text)}
+
+
+STATUS_NAMES = _status_names()
 
 
 # ---- ctypes ------------------------------------------------------------------------------------

@@ -99,6 +99,14 @@ class _Checked:
         return call
 
 
+class InterfaceMissing(KbitError, AttributeError):
+    """A function of an interface the backend does not implement (also an AttributeError, so
+    hasattr(lib, name) is False)."""
+
+
+_IFACE_OF = {fn["name"]: iface for iface in _abi.INTERFACES for fn in _abi.functions(iface)}
+
+
 class Library:
     """One kbit backend reached through ctypes.
 
@@ -129,6 +137,14 @@ class Library:
         kind = "trampolines of libkbit.so" if self.trampolines else "explicit"
         return f"<kbit.Library {self.name} ({self.path}), {kind}>"
 
+    def __getattr__(self, name):  # only for names that are not attributes
+        iface = _IFACE_OF.get(name)
+        if iface is None or name.startswith("__"):
+            raise AttributeError(f"kbit.Library has no attribute {name!r}")
+        raise InterfaceMissing(name, 4, "KBIT_STATUS_NOT_IMPLEMENTED",
+                               f"{name}: backend {self.__dict__.get('name')} ({self.__dict__.get('path')}) does not "
+                               f"implement the {iface} interface")
+
     def has(self, name):
         return name in self.__dict__
 
@@ -140,6 +156,9 @@ class Library:
         return msg.decode(errors="replace") if msg else ""
 
     def status_name(self, status):
+        """The ABI's name of a status (kbit_core.h), whatever the backend's kbit_status_string says."""
+        if status in _abi.STATUS_NAMES:
+            return _abi.STATUS_NAMES[status]
         s = self.kbit_status_string(status)
         return s.decode() if s else f"status {status}"
 
@@ -175,7 +194,7 @@ def _open_trampolines():
     backend = ctypes.c_void_p()
     status = loader.kbit_loader_default(ctypes.byref(backend))
     if status != 0:
-        raise KbitError("kbit_loader_default", status, loader.kbit_status_string(status).decode(),
+        raise KbitError("kbit_loader_default", status, _abi.STATUS_NAMES.get(status, str(status)),
                         loader.kbit_last_error_message().decode())
     name, _ = _candidate_of(backend)
     cdll = ctypes.CDLL(str(loader_path()))  # a CDLL of its own: its function objects carry our argtypes
@@ -189,7 +208,7 @@ def _open_backend(spec):
     backend = ctypes.c_void_p()
     status = loader.kbit_loader_open(os.fsencode(spec), ctypes.byref(backend))
     if status != 0:
-        raise KbitError("kbit_loader_open", status, loader.kbit_status_string(status).decode(),
+        raise KbitError("kbit_loader_open", status, _abi.STATUS_NAMES.get(status, str(status)),
                         loader.kbit_last_error_message().decode())
     name, path = _candidate_of(backend)
     functions, versions = {}, {}

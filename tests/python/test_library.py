@@ -125,3 +125,38 @@ def test_kbit_library_dir_and_source_checkout_discovery(tmp_path):
     env["KBIT_LIBRARY_DIR"] = str(tmp_path)
     r = _python("import kbit; kbit.load()", env)
     assert r.returncode != 0 and f"KBIT_LIBRARY_DIR={tmp_path} does not contain libkbit.so" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def fakes():
+    d = os.environ.get("KBIT_TEST_FAKES")
+    if not d:
+        pytest.skip("KBIT_TEST_FAKES (the loader test kit's fake backends) not set: run through ctest")
+    return d
+
+
+def test_function_of_a_missing_interface_says_so(fakes):
+    lib = kbit.load(os.path.join(fakes, "libkbit_coreonly.so"))
+    assert set(lib.versions) == {"core"} and lib.name == "coreonly"
+    assert not hasattr(lib, "cquantize_blockwise_fp32_nf4")
+    with pytest.raises(kbit.KbitError, match=r"cquantize_blockwise_fp32_nf4: backend coreonly \(.*libkbit_coreonly.so\) "
+                                             "does not implement the 4bit interface"):
+        lib.cquantize_blockwise_fp32_nf4
+    with pytest.raises(AttributeError, match="no attribute 'no_such_function'"):
+        lib.no_such_function
+
+
+def test_loader_stub_of_a_missing_function_raises_with_its_message(fakes):
+    path = os.path.join(fakes, "libkbit_missingfn.so")
+    lib = kbit.load(path)
+    with pytest.raises(kbit.KbitError) as e:
+        lib.checked.cdequantize_blockwise_fp32_nf4(None, None, None, None, 64, 0, None)
+    assert e.value.status_name == "KBIT_STATUS_NOT_IMPLEMENTED"
+    assert e.value.message == f"cdequantize_blockwise_fp32_nf4: not implemented by backend missingfn ({path})"
+
+
+def test_status_names_come_from_the_header_and_agree_with_the_cpu_backend():
+    lib = kbit.load("cpu")
+    assert _abi.STATUS_NAMES[0] == "KBIT_STATUS_SUCCESS" and _abi.STATUS_NAMES[100] == "KBIT_STATUS_NOT_SUPPORTED"
+    for value, name in _abi.STATUS_NAMES.items():
+        assert lib.kbit_status_string(value).decode() == name == lib.status_name(value)
