@@ -17,6 +17,14 @@ if "kbit" not in sys.modules and not os.environ.get("KBIT_TEST_INSTALLED"):
     sys.path.insert(0, str(ROOT / "python"))
 
 
+def subprocess_env(**extra):
+    """Environment for a child interpreter that imports the same kbit as this one."""
+    env = dict(os.environ, **extra)
+    if not os.environ.get("KBIT_TEST_INSTALLED"):
+        env["PYTHONPATH"] = str(ROOT / "python")
+    return env
+
+
 def bnb_library_path():
     """bitsandbytes' CPU library from its PyPI wheel (installed with --no-deps), or None."""
     roots = [sysconfig.get_paths()["purelib"], *glob.glob(str(ROOT / ".venv/lib/python3*/site-packages"))]
@@ -57,7 +65,7 @@ def golden_array(blob, entry, dtype):
 @pytest.fixture(scope="session")
 def cpu_lib():
     import kbit
-    return kbit.load("cpu")
+    return kbit.backend_for("cpu")
 
 
 @pytest.fixture(scope="session")

@@ -136,3 +136,69 @@ def test_status_is_visible_to_bnb_style_callers(lib):
     assert lib.cquantize_blockwise_fp32_nf4(None, get_ptr(a), get_ptr(a), get_ptr(a), ct.c_int32(100), ct.c_int32(64)) == 1
     lib.kbit_last_error_message.restype = ct.c_char_p
     assert lib.kbit_last_error_message() == b"cquantize_blockwise_fp32_nf4: blocksize 100 is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096"
+
+
+# ---- optimizers: bitsandbytes' optimizer_update_32bit / optimizer_update_8bit_blockwise calls ----------
+
+def call_32bit(lib, fn, g, p, state1, state2, beta1, beta2, beta3, alpha, eps, weight_decay, step, lr):
+    return getattr(lib, fn)(get_ptr(g), get_ptr(p), get_ptr(state1), get_ptr(state2), None, ct.c_float(0.0),
+                            ct.c_float(0.0), ct.c_float(beta1), ct.c_float(beta2), ct.c_float(beta3),
+                            ct.c_float(alpha), ct.c_float(eps), ct.c_float(weight_decay), ct.c_int32(step),
+                            ct.c_float(lr), ct.c_float(1.0), ct.c_bool(False), ct.c_int32(g.size))
+
+
+def call_8bit(lib, fn, p, g, state1, state2, beta1, beta2, beta3, alpha, eps, step, lr, qmap1, qmap2, absmax1,
+              absmax2, weight_decay):
+    return getattr(lib, fn)(get_ptr(p), get_ptr(g), get_ptr(state1), get_ptr(state2), ct.c_float(beta1),
+                            ct.c_float(beta2), ct.c_float(beta3), ct.c_float(alpha), ct.c_float(eps), ct.c_int32(step),
+                            ct.c_float(lr), get_ptr(qmap1), get_ptr(qmap2), get_ptr(absmax1), get_ptr(absmax2),
+                            ct.c_float(weight_decay), ct.c_float(1.0), ct.c_bool(False), ct.c_int32(g.size))
+
+
+@pytest.mark.usefixtures("need_optim8")
+@pytest.mark.parametrize("fn,cls,kw,betas,eps", [
+    ("cadam32bit_grad_fp32", kbit.optim.Adam32bit, dict(lr=1e-3, weight_decay=0.01), (0.9, 0.999), 1e-8),
+    ("cmomentum32bit_grad_32", kbit.optim.SGD32bit, dict(lr=1e-2, momentum=0.9), (0.9, 0.0), 0.0),
+    ("clion32bit_grad_fp32", kbit.optim.Lion32bit, dict(lr=1e-4), (0.9, 0.99), 0.0),
+])
+def test_32bit_optimizer_bnb_style(lib, rng, fn, cls, kw, betas, eps):
+    n = 3000
+    p = rng.standard_normal(n).astype(np.float32)
+    p_cls = p.copy()
+    state1, state2 = np.zeros(n, np.float32), np.zeros(n, np.float32) if fn.startswith("cadam") else None
+    opt = cls([p_cls], **kw)
+    for step in range(1, 4):
+        g = rng.standard_normal(n).astype(np.float32)
+        assert call_32bit(lib, fn, g, p, state1, state2, betas[0], betas[1], 0.0, 0.0, eps,
+                          kw.get("weight_decay", 0.0), step, kw["lr"]) == 0
+        opt.step([g])
+    assert np.array_equal(p, p_cls) and np.array_equal(state1, opt.state[0]["state1"])
+
+
+@pytest.mark.usefixtures("need_optim8")
+@pytest.mark.parametrize("dt", ["fp32", "bf16"])
+def test_8bit_adam_bnb_style(lib, rng, dt):
+    n = 4096 + 256 * 3 + 11
+    p = ref.to_dtype(rng.standard_normal(n), dt)
+    p_cls = p.copy()
+    blocks = -(-n // 256)
+    state1, state2 = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+    absmax1, absmax2 = np.zeros(blocks, np.float32), np.zeros(blocks, np.float32)
+    qmap1, qmap2 = kbit.create_dynamic_map(True), kbit.create_dynamic_map(False)
+    opt = kbit.optim.Adam8bit([p_cls], lr=1e-3)
+    p0, p32 = p.astype(np.float32), p.astype(np.float32)
+    opt32 = kbit.optim.Adam32bit([p32], lr=1e-3)
+    for step in range(1, 4):
+        g = ref.to_dtype(rng.standard_normal(n), dt)
+        opt32.step([g.astype(np.float32)])
+        assert call_8bit(lib, f"cadam_8bit_blockwise_grad_{dt}", p, g, state1, state2, 0.9, 0.999, 0.0, 0.0, 1e-8,
+                         step, 1e-3, qmap1, qmap2, absmax1, absmax2, 0.0) == 0
+        opt.step([g])
+    st = opt.state[0]
+    assert np.array_equal(p.view(np.uint8), p_cls.view(np.uint8))
+    assert np.array_equal(state1, st["state1"]) and np.array_equal(state2, st["state2"])
+    assert np.array_equal(absmax1, st["absmax1"]) and np.array_equal(absmax2, st["absmax2"])
+    # And the parameters follow a 32-bit Adam on fp32 copies (8-bit state error, 16-bit rounding).
+    moved = np.abs(p32 - p0).mean()
+    tol = 0.05 * moved + (0 if dt == "fp32" else 2.0**-8 * np.abs(p0).mean())
+    assert np.abs(p.astype(np.float32) - p32).mean() <= tol

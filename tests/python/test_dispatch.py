@@ -10,7 +10,7 @@ import pytest
 import kbit
 from kbit import _devices
 
-from conftest import ROOT
+from conftest import subprocess_env
 
 
 class FakeCudaArray:
@@ -141,7 +141,6 @@ def test_register_backend_validates(registry):
 def test_importing_kbit_imports_neither_torch_nor_cupy():
     code = ("import sys, numpy as np, kbit; kbit.quantize_4bit(np.ones(64, np.float32)); "
             "print([m for m in ('torch', 'cupy') if m in sys.modules])")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "python")})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ import pytest
 import kbit
 from kbit import _abi
 
-from conftest import ROOT
+from conftest import ROOT, subprocess_env
 
 
 def all_functions():
@@ -115,16 +115,30 @@ def _python(code, env):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
 
 
-def test_kbit_library_dir_and_source_checkout_discovery(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+def test_kbit_library_dir_overrides_discovery(tmp_path):
     lib_dir = kbit.library_dir()
-    env["KBIT_LIBRARY_DIR"] = str(lib_dir)
-    r = _python("import kbit; print(kbit.library_dir()); print(kbit.load().backend_name())", env)
+    r = _python("import kbit; print(kbit.library_dir()); print(kbit.load().backend_name())",
+                subprocess_env(KBIT_LIBRARY_DIR=str(lib_dir)))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [str(lib_dir), "cpu"]
-    env["KBIT_LIBRARY_DIR"] = str(tmp_path)
-    r = _python("import kbit; kbit.load()", env)
+    r = _python("import kbit; kbit.load()", subprocess_env(KBIT_LIBRARY_DIR=str(tmp_path)))
     assert r.returncode != 0 and f"KBIT_LIBRARY_DIR={tmp_path} does not contain libkbit.so" in r.stderr
+
+
+def test_discovery_without_kbit_library_dir():
+    # A source checkout finds <repo>/build/lib; an installed package its own kbit/_lib.
+    installed = bool(os.environ.get("KBIT_TEST_INSTALLED"))
+    if not installed and os.path.realpath(kbit.library_dir()) != os.path.realpath(ROOT / "build" / "lib"):
+        pytest.skip("this build tree is not <repo>/build, which a source checkout discovers")
+    env = subprocess_env()
+    env.pop("KBIT_LIBRARY_DIR", None)
+    r = _python("import kbit; print(kbit.library_dir()); print(kbit.__file__)", env)
+    assert r.returncode == 0, r.stderr
+    lib_dir, init = r.stdout.split()
+    if installed:
+        assert lib_dir == os.path.join(os.path.dirname(init), "_lib")
+    else:
+        assert lib_dir == str(ROOT / "build" / "lib") and init == str(ROOT / "python" / "kbit" / "__init__.py")
 
 
 @pytest.fixture(scope="module")

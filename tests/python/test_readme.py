@@ -1,10 +1,9 @@
 """The README's Python quick start, extracted from README.md and run verbatim in a fresh interpreter."""
-import os
 import re
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, subprocess_env
 
 
 def quick_start():
@@ -16,10 +15,7 @@ def quick_start():
 def test_readme_quick_start_runs_as_written(tmp_path):
     code = quick_start()
     assert "kbit.quantize_4bit" in code and "kbit.optim.Adam8bit" in code and "kbit.gemv_4bit" in code
-    env = dict(os.environ)
-    if not os.environ.get("KBIT_TEST_INSTALLED"):
-        env["PYTHONPATH"] = str(ROOT / "python")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("dequantize max error: ") and float(lines[0].split()[-1]) < 0.02
