@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -144,3 +145,41 @@ def test_importing_kbit_imports_neither_torch_nor_cupy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_torch_tensors_use_data_ptr_and_the_current_stream(tmp_path, registry, monkeypatch, rng):
+    from fake_modules import make_torch
+    torch = make_torch(stream=9)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    lib = kbit.register_backend("cuda", str(backend_copy(tmp_path, "faketorch")))
+    w = rng.standard_normal((16, 128)).astype(np.float32)
+    t = torch.tensor_on(w.astype(ml_dtypes.bfloat16))
+    ptr, shape, dtype, contiguous, stream = _devices.adapter(t).info(t)
+    assert ptr == t.data_ptr() and shape == (16, 128) and dtype.name == "bfloat16" and contiguous and stream == 9
+    spy = Spy(lib, ["kbit_quantize_4bit", "kbit_dequantize_4bit"])
+    try:
+        packed, state = kbit.quantize_4bit(t, quant_type="nf4")
+        out = kbit.dequantize_4bit(packed, state)
+    finally:
+        spy.remove()
+    assert [c[1][-1] for c in spy.calls] == [9, 9]
+    assert isinstance(packed, torch.Tensor) and isinstance(out, torch.Tensor) and out.device.type == "cuda"
+    assert isinstance(state.code, torch.Tensor) and str(out.dtype) == "torch.bfloat16"
+    ref_packed, ref_state = kbit.quantize_4bit(t.a, quant_type="nf4")
+    assert np.array_equal(packed.a, ref_packed) and np.array_equal(out.a.view(np.uint16),
+                                                                   kbit.dequantize_4bit(ref_packed, ref_state).view(np.uint16))
+    cpu_tensor = torch.from_numpy(w)
+    assert _devices.Ctx(cpu_tensor).lib is kbit.backend_for("cpu")  # a torch CPU tensor runs on the CPU backend
+
+
+def test_cupy_arrays_get_cupy_outputs(tmp_path, registry, monkeypatch, rng):
+    from fake_modules import make_cupy
+    cupy = make_cupy(stream=5)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    kbit.register_backend("cuda", str(backend_copy(tmp_path, "fakecupy")))
+    x = cupy.asarray((rng.standard_normal((4, 64)) * 3).astype(np.float16))
+    q, stats, cols = kbit.int8_vectorwise_quant(x, threshold=6.0)
+    assert all(isinstance(a, cupy.ndarray) for a in (q, stats, cols))
+    ref_q, ref_stats, ref_cols = kbit.int8_vectorwise_quant(x.get(), threshold=6.0)
+    assert np.array_equal(q.get(), ref_q) and np.array_equal(stats.get(), ref_stats)
+    assert np.array_equal(cols.get(), ref_cols)
