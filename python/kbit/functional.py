@@ -11,6 +11,7 @@ arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cu
 """
 import functools
 import json
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -44,8 +45,9 @@ def _check_quant_type(fn, quant_type):
     return quant_type
 
 
-def _ptr(ctx, fn, x, name, dtypes=None, numel=None, shape=None):
-    """Device pointer of argument `name` after checking device, dtype, contiguity and size."""
+def _ptr(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
+    """Device pointer of argument `name` after checking device, dtype, contiguity, size and (for
+    outputs) that numpy may write to it."""
     if x is None:
         raise TypeError(f"{fn}: {name} is required")
     try:
@@ -59,6 +61,8 @@ def _ptr(ctx, fn, x, name, dtypes=None, numel=None, shape=None):
         raise TypeError(f"{fn}: {name} must have dtype {_dtype_names(dtypes)}, not {dt.name}")
     if not contiguous:
         raise ValueError(f"{fn}: {name} must be C-contiguous")
+    if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError(f"{fn}: {name} is read-only")
     if shape is not None and tuple(shp) != tuple(shape):
         raise ValueError(f"{fn}: {name} has shape {tuple(shp)}, expected {tuple(shape)}")
     if numel is not None and _numel(shp) != numel:
@@ -285,10 +289,10 @@ def quantize_4bit(A, absmax=None, out=None, blocksize=None, compress_statistics=
                          f"({nbytes} bytes) is a multiple of {storage.itemsize}")
     if absmax is None:
         absmax = ctx.empty((blocks,), _F32)
-    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks)
+    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
     if out is None:
         out = ctx.empty((nbytes, 1), _U8)
-    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=nbytes)
+    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=nbytes, writable=True)
     ctx.lib.checked.kbit_quantize_4bit(_QUANT_TYPE[quant_type], _KBIT_DTYPE[dtype], a_ptr, am_ptr, out_ptr,
                                    blocksize, n, ctx.stream)
     state = _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_statistics)
@@ -372,7 +376,7 @@ def dequantize_4bit(A, quant_state=None, absmax=None, out=None, blocksize=None, 
     absmax = _plain_absmax(ctx, fn, quant_state, _blocks(n, quant_state.blocksize))
     if out is None:
         out = ctx.empty(quant_state.shape, quant_state.dtype)
-    out_ptr = _ptr(ctx, fn, out, "out", (quant_state.dtype,), numel=n)
+    out_ptr = _ptr(ctx, fn, out, "out", (quant_state.dtype,), numel=n, writable=True)
     ctx.lib.checked.kbit_dequantize_4bit(_QUANT_TYPE[quant_state.quant_type], _KBIT_DTYPE[quant_state.dtype],
                                          a_ptr, _info(absmax)[0], out_ptr, quant_state.blocksize, n, ctx.stream)
     return out
@@ -415,7 +419,7 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     out_shape = a_shape[:-1] + (N,)
     if out is None:
         out = ctx.empty(out_shape, dtype)
-    out_ptr = _ptr(ctx, fn, out, "out", (dtype,), shape=out_shape)
+    out_ptr = _ptr(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
     name = f"cgemm_4bit_inference_naive_{_SUFFIX[dtype]}"
     getattr(ctx.lib.checked, name)(N, 1, K, a_ptr, b_ptr, _info(absmax)[0], code_ptr, out_ptr, N, (K + 1) // 2, N,
                                    state.blocksize, ctx.stream)
@@ -440,16 +444,18 @@ def quantize_blockwise(A, code=None, absmax=None, out=None, blocksize=4096, nest
     code_ptr = _ptr(ctx, fn, code, "code", (_F32,), numel=256)
     if absmax is None:
         absmax = ctx.empty((blocks,), _F32)
-    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks)
+    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
     if out is None:
         out = ctx.empty(shape, _U8)
-    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=n)
+    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=n, writable=True)
     lib = ctx.lib
     lib.checked.kbit_quantize_blockwise_8bit(_KBIT_DTYPE[dtype], code_ptr, a_ptr, am_ptr, out_ptr, blocksize, n,
                                              ctx.stream)
     if nested:
-        qabsmax, nested_absmax, offset = _nest(ctx, absmax, code, blocksize)
-        state2 = QuantState(absmax=nested_absmax, code=code, blocksize=blocksize, dtype=_F32)
+        # As bitsandbytes: the scales are nested with the default (signed dynamic) map, whatever `code`.
+        code2 = ctx.from_numpy(create_dynamic_map(signed=True))
+        qabsmax, nested_absmax, offset = _nest(ctx, absmax, code2, blocksize)
+        state2 = QuantState(absmax=nested_absmax, code=code2, blocksize=blocksize, dtype=_F32)
         state = QuantState(absmax=qabsmax, code=code, blocksize=blocksize, dtype=dtype, offset=offset, state2=state2)
     else:
         state = QuantState(absmax=absmax, code=code, blocksize=blocksize, dtype=dtype)
@@ -480,7 +486,7 @@ def dequantize_blockwise(A, quant_state=None, absmax=None, code=None, out=None, 
         out = ctx.empty(shape, dtype)
     else:
         dtype = _dtype(out)
-    out_ptr = _ptr(ctx, fn, out, "out", FLOAT_DTYPES, numel=n)
+    out_ptr = _ptr(ctx, fn, out, "out", FLOAT_DTYPES, numel=n, writable=True)
     ctx.lib.checked.kbit_dequantize_blockwise_8bit(_KBIT_DTYPE[dtype], code_ptr, a_ptr, _info(absmax)[0], out_ptr,
                                                    bs, n, ctx.stream)
     return out
@@ -520,14 +526,19 @@ def int8_vectorwise_quant(A, threshold=0.0):
     return out, row_stats, outlier_cols
 
 
+_context_lock = threading.Lock()
+
+
 def _context(lib):
-    ctx = lib.__dict__.get("_igemm_context")
-    if ctx is None:
-        ctx = lib.get_context()
-        if not ctx:
-            raise lib.error("get_context", 2)
-        lib._igemm_context = ctx
-    return ctx
+    """The library's int8 GEMM context, created once (as bitsandbytes keeps one per device)."""
+    with _context_lock:
+        ctx = lib.__dict__.get("_igemm_context")
+        if ctx is None:
+            ctx = lib.get_context()
+            if not ctx:
+                raise lib.error("get_context", 2)
+            lib._igemm_context = ctx
+        return ctx
 
 
 def int8_linear_matmul(A, B, out=None, dtype=np.int32):
@@ -549,7 +560,7 @@ def int8_linear_matmul(A, B, out=None, dtype=np.int32):
     out_shape = a_shape[:-1] + (N,)
     if out is None:
         out = ctx.empty(out_shape, _I32)
-    out_ptr = _ptr(ctx, fn, out, "out", (_I32,), shape=out_shape)
+    out_ptr = _ptr(ctx, fn, out, "out", (_I32,), shape=out_shape, writable=True)
     ctx.lib.checked.cigemmlt_32(_context(ctx.lib), K, tokens, N, b_ptr, a_ptr, out_ptr, None, K, K, N, ctx.stream)
     return out
 
@@ -569,7 +580,7 @@ def int8_mm_dequant(A, row_stats, col_stats, out=None, bias=None):
     bias_ptr = None if bias is None else _ptr(ctx, fn, bias, "bias", (_F16,), numel=cols)
     if out is None:
         out = ctx.empty(shape, _F16)
-    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), shape=shape)
+    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), shape=shape, writable=True)
     ctx.lib.checked.cdequant_mm_int32_fp16(a_ptr, r_ptr, c_ptr, out_ptr, bias_ptr, rows, cols, ctx.stream)
     return out
 
@@ -591,7 +602,7 @@ def int8_outlier_matmul(A, W, W_stats, outlier_cols, out):
     if outlier_cols is not None:
         mask[ctx.to_numpy(outlier_cols).astype(np.int64)] = 1
     mask_dev = ctx.from_numpy(mask)
-    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), numel=rows * N)
+    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), numel=rows * N, writable=True)
     ctx.lib.checked.kbit_int8_outlier_matmul_fp16(a_ptr, w_ptr, s_ptr, _info(mask_dev)[0], out_ptr, rows, N, K,
                                                   ctx.stream)
     return out

@@ -113,3 +113,14 @@ def test_nothing_is_written_on_error(w):
     with pytest.raises(ValueError):
         kbit.quantize_4bit(w, blocksize=100, out=out, absmax=absmax)
     assert (out == 0x5A).all() and (absmax == 7.0).all()
+
+
+def test_read_only_outputs(w):
+    out = np.empty((2048, 1), np.uint8)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="quantize_4bit: out is read-only"):
+        kbit.quantize_4bit(w, out=out)
+    ro = np.zeros(4096, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="parameter 0 is read-only"):
+        kbit.optim.Adam([ro])

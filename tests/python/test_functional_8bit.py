@@ -64,6 +64,9 @@ def test_custom_code_and_explicit_absmax(rng):
     out = kbit.dequantize_blockwise(q, absmax=state.absmax, code=code, blocksize=128)
     assert out.dtype == np.float32
     assert np.array_equal(out, ref.dequantize_blockwise(q, code, exp_absmax, 128, np.float32))
+    _, nested = kbit.quantize_blockwise(A, code=code, blocksize=128, nested=True)
+    assert np.array_equal(nested.code, code)  # the data's code; the scales are nested with the default map
+    assert np.array_equal(nested.state2.code, kbit.create_dynamic_map(signed=True))
     out16 = np.empty(1000, np.float16)
     assert kbit.dequantize_blockwise(q, state, out=out16) is out16
     assert np.array_equal(out16, ref.dequantize_blockwise(q, code, exp_absmax, 128, np.float16))
