@@ -270,7 +270,8 @@ class Ctx:
         self.like = x
         self.device_type = self.adapter.device_type(x)
         self.lib = backend_for(self.device_type)
-        self.stream = self.adapter.info(x)[4]
+        self.info = self.adapter.info(x)  # (ptr, shape, dtype, contiguous, stream) of the input
+        self.stream = self.info[4]
 
     def empty(self, shape, dtype):
         return self.adapter.empty(self.like, tuple(shape), dtype, self.lib)

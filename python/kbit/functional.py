@@ -11,7 +11,9 @@ arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cu
 """
 import functools
 import json
+import math
 import threading
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -45,33 +47,53 @@ def _check_quant_type(fn, quant_type):
     return quant_type
 
 
-def _ptr(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
-    """Device pointer of argument `name` after checking device, dtype, contiguity, size and (for
-    outputs) that numpy may write to it."""
+class Arr(NamedTuple):
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def numel(self):
+        return _numel(self.shape)
+
+
+def _arg(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
+    """Pointer, shape and dtype of argument `name` after checking device, dtype, contiguity, size and
+    (for outputs) that numpy may write to it. One look at the array (its .ctypes costs microseconds)."""
     if x is None:
         raise TypeError(f"{fn}: {name} is required")
-    try:
-        a = adapter(x)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an array, not {type(x).__name__}") from None
-    if a.device_type(x) != ctx.device_type:
-        raise ValueError(f"{fn}: {name} is on device {a.device_type(x)!r}, the input on {ctx.device_type!r}")
-    ptr, shp, dt, contiguous, _ = a.info(x)
+    if x is ctx.like:
+        a, info = ctx.adapter, ctx.info
+    else:
+        try:
+            a = adapter(x)
+        except TypeError:
+            raise TypeError(f"{fn}: {name} must be an array, not {type(x).__name__}") from None
+        if a.device_type(x) != ctx.device_type:
+            raise ValueError(f"{fn}: {name} is on device {a.device_type(x)!r}, the input on {ctx.device_type!r}")
+        info = a.info(x)
+    ptr, shp, dt, contiguous, _ = info
     if dtypes is not None and dt not in dtypes:
         raise TypeError(f"{fn}: {name} must have dtype {_dtype_names(dtypes)}, not {dt.name}")
     if not contiguous:
         raise ValueError(f"{fn}: {name} must be C-contiguous")
     if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
         raise ValueError(f"{fn}: {name} is read-only")
-    if shape is not None and tuple(shp) != tuple(shape):
-        raise ValueError(f"{fn}: {name} has shape {tuple(shp)}, expected {tuple(shape)}")
+    shp = tuple(shp)
+    if shape is not None and shp != tuple(shape):
+        raise ValueError(f"{fn}: {name} has shape {shp}, expected {tuple(shape)}")
     if numel is not None and _numel(shp) != numel:
         raise ValueError(f"{fn}: {name} has {_numel(shp)} elements, expected {numel}")
-    return ptr
+    return Arr(ptr, shp, dt)
 
 
 def _numel(shape):
-    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    return math.prod(shape)
+
+
+def _addr(x):
+    """Pointer of an array this module allocated (no checks needed)."""
+    return adapter(x).info(x)[0]
 
 
 def _info(x):
@@ -278,9 +300,9 @@ def quantize_4bit(A, absmax=None, out=None, blocksize=None, compress_statistics=
     ctx = Ctx(A)
     blocksize = _check_blocksize(fn, 64 if blocksize is None else blocksize)
     _check_quant_type(fn, quant_type)
-    a_ptr = _ptr(ctx, fn, A, "A", FLOAT_DTYPES)
-    shape, dtype = _shape(A), _dtype(A)
-    n = _numel(shape)
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    shape, dtype = a.shape, a.dtype
+    n = a.numel
     blocks = _blocks(n, blocksize)
     storage = np.dtype(quant_storage)
     nbytes = (n + 1) // 2
@@ -289,12 +311,12 @@ def quantize_4bit(A, absmax=None, out=None, blocksize=None, compress_statistics=
                          f"({nbytes} bytes) is a multiple of {storage.itemsize}")
     if absmax is None:
         absmax = ctx.empty((blocks,), _F32)
-    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
+    am = _arg(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
     if out is None:
         out = ctx.empty((nbytes, 1), _U8)
-    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=nbytes, writable=True)
-    ctx.lib.checked.kbit_quantize_4bit(_QUANT_TYPE[quant_type], _KBIT_DTYPE[dtype], a_ptr, am_ptr, out_ptr,
-                                   blocksize, n, ctx.stream)
+    o = _arg(ctx, fn, out, "out", (_U8,), numel=nbytes, writable=True)
+    ctx.lib.checked.kbit_quantize_4bit(_QUANT_TYPE[quant_type], _KBIT_DTYPE[dtype], a.ptr, am.ptr, o.ptr,
+                                       blocksize, n, ctx.stream)
     state = _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_statistics)
     if storage != _U8:
         out = out.reshape(-1).view(storage).reshape(-1, 1)  # bitsandbytes: [(n+1) // (2 * itemsize), 1]
@@ -307,8 +329,8 @@ def _nest(ctx, absmax, code, nested_blocksize):
     qabsmax = ctx.empty((blocks,), _U8)
     nested_absmax = ctx.empty((_blocks(blocks, nested_blocksize),), _F32)
     offset = ctx.empty((1,), _F32)
-    ctx.lib.checked.kbit_nested_absmax_quantize(_info(absmax)[0], _info(code)[0], _info(qabsmax)[0],
-                                                _info(nested_absmax)[0], _info(offset)[0], blocks,
+    ctx.lib.checked.kbit_nested_absmax_quantize(_addr(absmax), _addr(code), _addr(qabsmax),
+                                                _addr(nested_absmax), _addr(offset), blocks,
                                                 nested_blocksize, ctx.stream)
     return qabsmax, nested_absmax, _host_scalar(ctx, offset)
 
@@ -343,18 +365,19 @@ def _check_state(fn, state, four_bit):
 
 
 def _plain_absmax(ctx, fn, state, blocks):
-    """fp32 block scales of a state, restoring nested ones (kbit_nested_absmax_dequantize)."""
+    """(array, pointer) of the fp32 block scales of a state, restoring nested ones
+    (kbit_nested_absmax_dequantize); keep the array alive while the pointer is used."""
     if not state.nested:
-        _ptr(ctx, fn, state.absmax, "quant_state.absmax", (_F32,), numel=blocks)
-        return state.absmax
+        return state.absmax, _arg(ctx, fn, state.absmax, "quant_state.absmax", (_F32,), numel=blocks).ptr
     s2 = state.state2
-    q_ptr = _ptr(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
-    c_ptr = _ptr(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
-    n_ptr = _ptr(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
+    q = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
+    c = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
+    na = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
     absmax = ctx.empty((blocks,), _F32)
-    ctx.lib.checked.kbit_nested_absmax_dequantize(q_ptr, c_ptr, n_ptr, float(state.offset), _info(absmax)[0],
+    ptr = _addr(absmax)
+    ctx.lib.checked.kbit_nested_absmax_dequantize(q.ptr, c.ptr, na.ptr, float(state.offset), ptr,
                                                   blocks, s2.blocksize, ctx.stream)
-    return absmax
+    return absmax, ptr
 
 
 def dequantize_4bit(A, quant_state=None, absmax=None, out=None, blocksize=None, quant_type="fp4"):
@@ -369,16 +392,16 @@ def dequantize_4bit(A, quant_state=None, absmax=None, out=None, blocksize=None, 
                                  blocksize=64 if blocksize is None else blocksize, quant_type=quant_type)
     _check_state(fn, quant_state, four_bit=True)
     n = _numel(quant_state.shape)
-    a_ptr = _ptr(ctx, fn, A, "A", None, numel=None)
-    if _dtype(A).itemsize * _numel(_shape(A)) != (n + 1) // 2:
-        raise ValueError(f"{fn}: A holds {_dtype(A).itemsize * _numel(_shape(A))} bytes, a packed tensor of shape "
+    a = _arg(ctx, fn, A, "A")
+    if a.dtype.itemsize * a.numel != (n + 1) // 2:
+        raise ValueError(f"{fn}: A holds {a.dtype.itemsize * a.numel} bytes, a packed tensor of shape "
                          f"{quant_state.shape} needs {(n + 1) // 2}")
-    absmax = _plain_absmax(ctx, fn, quant_state, _blocks(n, quant_state.blocksize))
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, quant_state, _blocks(n, quant_state.blocksize))
     if out is None:
         out = ctx.empty(quant_state.shape, quant_state.dtype)
-    out_ptr = _ptr(ctx, fn, out, "out", (quant_state.dtype,), numel=n, writable=True)
+    o = _arg(ctx, fn, out, "out", (quant_state.dtype,), numel=n, writable=True)
     ctx.lib.checked.kbit_dequantize_4bit(_QUANT_TYPE[quant_state.quant_type], _KBIT_DTYPE[quant_state.dtype],
-                                         a_ptr, _info(absmax)[0], out_ptr, quant_state.blocksize, n, ctx.stream)
+                                         a.ptr, absmax_ptr, o.ptr, quant_state.blocksize, n, ctx.stream)
     return out
 
 
@@ -404,24 +427,24 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     if len(state.shape) != 2:
         raise ValueError(f"{fn}: the weight of quant_state must be 2-D [N, K], not {state.shape}")
     N, K = state.shape
-    a_shape = _shape(A)
-    a_ptr = _ptr(ctx, fn, A, "A", FLOAT_DTYPES)
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    a_shape = a.shape
     if not a_shape or a_shape[-1] != K or _numel(a_shape) != K:
         raise ValueError(f"{fn}: A must be one row of {K} elements (shape (..., {K}) with leading dims 1), "
                          f"not {a_shape}")
     if K % 2:
         raise ValueError(f"{fn}: the inner dimension K = {K} must be even")
     _int32(fn, "N", N), _int32(fn, "K", K)
-    b_ptr = _ptr(ctx, fn, B, "B", (_U8,), numel=(N * K + 1) // 2)
-    absmax = _plain_absmax(ctx, fn, state, _blocks(N * K, state.blocksize))
-    code_ptr = _ptr(ctx, fn, state.code, "state.code", (_F32,), numel=16)
-    dtype = _dtype(A)
+    b = _arg(ctx, fn, B, "B", (_U8,), numel=(N * K + 1) // 2)
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, state, _blocks(N * K, state.blocksize))
+    code = _arg(ctx, fn, state.code, "state.code", (_F32,), numel=16)
+    dtype = a.dtype
     out_shape = a_shape[:-1] + (N,)
     if out is None:
         out = ctx.empty(out_shape, dtype)
-    out_ptr = _ptr(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
+    o = _arg(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
     name = f"cgemm_4bit_inference_naive_{_SUFFIX[dtype]}"
-    getattr(ctx.lib.checked, name)(N, 1, K, a_ptr, b_ptr, _info(absmax)[0], code_ptr, out_ptr, N, (K + 1) // 2, N,
+    getattr(ctx.lib.checked, name)(N, 1, K, a.ptr, b.ptr, absmax_ptr, code.ptr, o.ptr, N, (K + 1) // 2, N,
                                    state.blocksize, ctx.stream)
     return out
 
@@ -435,22 +458,21 @@ def quantize_blockwise(A, code=None, absmax=None, out=None, blocksize=4096, nest
     fn = "quantize_blockwise"
     ctx = Ctx(A)
     blocksize = _check_blocksize(fn, blocksize)
-    a_ptr = _ptr(ctx, fn, A, "A", FLOAT_DTYPES)
-    shape, dtype = _shape(A), _dtype(A)
-    n = _numel(shape)
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    shape, dtype = a.shape, a.dtype
+    n = a.numel
     blocks = _blocks(n, blocksize)
     if code is None:
         code = ctx.from_numpy(create_dynamic_map(signed=True))
-    code_ptr = _ptr(ctx, fn, code, "code", (_F32,), numel=256)
+    c = _arg(ctx, fn, code, "code", (_F32,), numel=256)
     if absmax is None:
         absmax = ctx.empty((blocks,), _F32)
-    am_ptr = _ptr(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
+    am = _arg(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
     if out is None:
         out = ctx.empty(shape, _U8)
-    out_ptr = _ptr(ctx, fn, out, "out", (_U8,), numel=n, writable=True)
-    lib = ctx.lib
-    lib.checked.kbit_quantize_blockwise_8bit(_KBIT_DTYPE[dtype], code_ptr, a_ptr, am_ptr, out_ptr, blocksize, n,
-                                             ctx.stream)
+    o = _arg(ctx, fn, out, "out", (_U8,), numel=n, writable=True)
+    ctx.lib.checked.kbit_quantize_blockwise_8bit(_KBIT_DTYPE[dtype], c.ptr, a.ptr, am.ptr, o.ptr, blocksize, n,
+                                                 ctx.stream)
     if nested:
         # As bitsandbytes: the scales are nested with the default (signed dynamic) map, whatever `code`.
         code2 = ctx.from_numpy(create_dynamic_map(signed=True))
@@ -475,19 +497,19 @@ def dequantize_blockwise(A, quant_state=None, absmax=None, code=None, out=None, 
         quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize,
                                  dtype=_dtype(out) if out is not None else _F32)
     _check_state(fn, quant_state, four_bit=False)
-    a_ptr = _ptr(ctx, fn, A, "A", (_U8,))
-    shape = _shape(A)
-    n = _numel(shape)
+    a = _arg(ctx, fn, A, "A", (_U8,))
+    shape = a.shape
+    n = a.numel
     bs = quant_state.blocksize
-    absmax = _plain_absmax(ctx, fn, quant_state, _blocks(n, bs))
-    code_ptr = _ptr(ctx, fn, quant_state.code, "quant_state.code", (_F32,), numel=256)
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, quant_state, _blocks(n, bs))
+    c = _arg(ctx, fn, quant_state.code, "quant_state.code", (_F32,), numel=256)
     dtype = quant_state.dtype if quant_state.dtype is not None else _F32
     if out is None:
         out = ctx.empty(shape, dtype)
     else:
         dtype = _dtype(out)
-    out_ptr = _ptr(ctx, fn, out, "out", FLOAT_DTYPES, numel=n, writable=True)
-    ctx.lib.checked.kbit_dequantize_blockwise_8bit(_KBIT_DTYPE[dtype], code_ptr, a_ptr, _info(absmax)[0], out_ptr,
+    o = _arg(ctx, fn, out, "out", FLOAT_DTYPES, numel=n, writable=True)
+    ctx.lib.checked.kbit_dequantize_blockwise_8bit(_KBIT_DTYPE[dtype], c.ptr, a.ptr, absmax_ptr, o.ptr,
                                                    bs, n, ctx.stream)
     return out
 
@@ -508,17 +530,17 @@ def int8_vectorwise_quant(A, threshold=0.0):
     codes (computed in fp16 instead), as bitsandbytes does."""
     fn = "int8_vectorwise_quant"
     ctx = Ctx(A)
-    a_ptr = _ptr(ctx, fn, A, "A", (_F16,))
+    a = _arg(ctx, fn, A, "A", (_F16,))
     threshold = float(threshold)
     if not threshold >= 0.0:
         raise ValueError(f"{fn}: threshold must be >= 0, not {threshold}")
-    shape = _shape(A)
+    shape = a.shape
     rows, cols = _rows_cols(fn, shape, "A")
     out = ctx.empty(shape, _I8)
     row_stats = ctx.empty((rows,), _F32)
     mask = ctx.empty((cols,), _U8) if threshold > 0 else None
-    ctx.lib.checked.kbit_int8_vectorwise_quant(a_ptr, _info(out)[0], _info(row_stats)[0],
-                                               None if mask is None else _info(mask)[0], threshold, rows, cols,
+    ctx.lib.checked.kbit_int8_vectorwise_quant(a.ptr, _addr(out), _addr(row_stats),
+                                               None if mask is None else _addr(mask), threshold, rows, cols,
                                                ctx.stream)
     outlier_cols = None
     if mask is not None:
@@ -548,9 +570,9 @@ def int8_linear_matmul(A, B, out=None, dtype=np.int32):
     ctx = Ctx(A)
     if np.dtype(dtype) != _I32:
         raise TypeError(f"{fn}: only dtype int32 is supported, not {np.dtype(dtype).name}")
-    a_ptr = _ptr(ctx, fn, A, "A", (_I8,))
-    b_ptr = _ptr(ctx, fn, B, "B", (_I8,))
-    a_shape, b_shape = _shape(A), _shape(B)
+    a = _arg(ctx, fn, A, "A", (_I8,))
+    b = _arg(ctx, fn, B, "B", (_I8,))
+    a_shape, b_shape = a.shape, b.shape
     if len(b_shape) != 2 or not a_shape or a_shape[-1] != b_shape[1]:
         raise ValueError(f"{fn}: A [..., K] and B [N, K] do not match: {a_shape} and {b_shape}")
     tokens, K = _rows_cols(fn, a_shape, "A")
@@ -560,8 +582,8 @@ def int8_linear_matmul(A, B, out=None, dtype=np.int32):
     out_shape = a_shape[:-1] + (N,)
     if out is None:
         out = ctx.empty(out_shape, _I32)
-    out_ptr = _ptr(ctx, fn, out, "out", (_I32,), shape=out_shape, writable=True)
-    ctx.lib.checked.cigemmlt_32(_context(ctx.lib), K, tokens, N, b_ptr, a_ptr, out_ptr, None, K, K, N, ctx.stream)
+    o = _arg(ctx, fn, out, "out", (_I32,), shape=out_shape, writable=True)
+    ctx.lib.checked.cigemmlt_32(_context(ctx.lib), K, tokens, N, b.ptr, a.ptr, o.ptr, None, K, K, N, ctx.stream)
     return out
 
 
@@ -571,17 +593,17 @@ def int8_mm_dequant(A, row_stats, col_stats, out=None, bias=None):
     bias float16 [N] or None."""
     fn = "int8_mm_dequant"
     ctx = Ctx(A)
-    a_ptr = _ptr(ctx, fn, A, "A", (_I32,))
-    shape = _shape(A)
+    a = _arg(ctx, fn, A, "A", (_I32,))
+    shape = a.shape
     rows, cols = _rows_cols(fn, shape, "A")
     _int32(fn, "rows * cols", rows * cols)
-    r_ptr = _ptr(ctx, fn, row_stats, "row_stats", (_F32,), numel=rows)
-    c_ptr = _ptr(ctx, fn, col_stats, "col_stats", (_F32,), numel=cols)
-    bias_ptr = None if bias is None else _ptr(ctx, fn, bias, "bias", (_F16,), numel=cols)
+    rs = _arg(ctx, fn, row_stats, "row_stats", (_F32,), numel=rows)
+    cs = _arg(ctx, fn, col_stats, "col_stats", (_F32,), numel=cols)
+    bias_ptr = None if bias is None else _arg(ctx, fn, bias, "bias", (_F16,), numel=cols).ptr
     if out is None:
         out = ctx.empty(shape, _F16)
-    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), shape=shape, writable=True)
-    ctx.lib.checked.cdequant_mm_int32_fp16(a_ptr, r_ptr, c_ptr, out_ptr, bias_ptr, rows, cols, ctx.stream)
+    o = _arg(ctx, fn, out, "out", (_F16,), shape=shape, writable=True)
+    ctx.lib.checked.cdequant_mm_int32_fp16(a.ptr, rs.ptr, cs.ptr, o.ptr, bias_ptr, rows, cols, ctx.stream)
     return out
 
 
@@ -590,20 +612,20 @@ def int8_outlier_matmul(A, W, W_stats, outlier_cols, out):
     out += A[:, cols] @ (W[:, cols] * W_stats / 127)^T over the outlier column indices."""
     fn = "int8_outlier_matmul"
     ctx = Ctx(A)
-    a_ptr = _ptr(ctx, fn, A, "A", (_F16,))
-    rows, K = _rows_cols(fn, _shape(A), "A")
-    w_shape = _shape(W)
+    a = _arg(ctx, fn, A, "A", (_F16,))
+    rows, K = _rows_cols(fn, a.shape, "A")
+    w = _arg(ctx, fn, W, "W", (_I8,))
+    w_shape = w.shape
     if len(w_shape) != 2 or w_shape[1] != K:
         raise ValueError(f"{fn}: W must be [N, {K}], not {w_shape}")
     N = w_shape[0]
-    w_ptr = _ptr(ctx, fn, W, "W", (_I8,))
-    s_ptr = _ptr(ctx, fn, W_stats, "W_stats", (_F32,), numel=N)
+    st = _arg(ctx, fn, W_stats, "W_stats", (_F32,), numel=N)
     mask = np.zeros(K, dtype=np.uint8)
     if outlier_cols is not None:
         mask[ctx.to_numpy(outlier_cols).astype(np.int64)] = 1
     mask_dev = ctx.from_numpy(mask)
-    out_ptr = _ptr(ctx, fn, out, "out", (_F16,), numel=rows * N, writable=True)
-    ctx.lib.checked.kbit_int8_outlier_matmul_fp16(a_ptr, w_ptr, s_ptr, _info(mask_dev)[0], out_ptr, rows, N, K,
+    o = _arg(ctx, fn, out, "out", (_F16,), numel=rows * N, writable=True)
+    ctx.lib.checked.kbit_int8_outlier_matmul_fp16(a.ptr, w.ptr, st.ptr, _addr(mask_dev), o.ptr, rows, N, K,
                                                   ctx.stream)
     return out
 

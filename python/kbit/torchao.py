@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._devices import Ctx
-from .functional import (_SUFFIX, BLOCKSIZES, FLOAT_DTYPES, _check_state, _info, _plain_absmax, _ptr,
+from .functional import (_SUFFIX, BLOCKSIZES, FLOAT_DTYPES, _addr, _arg, _check_state, _plain_absmax,
                          _state_4bit)
 
 
@@ -50,8 +50,8 @@ def to_nf4(w, block_size=64, scaler_block_size=256):
     """torchao's to_nf4(w): quantizes a float32/float16/bfloat16 array, arithmetic in w's dtype."""
     fn = "to_nf4"
     ctx = Ctx(w)
-    w_ptr = _ptr(ctx, fn, w, "w", FLOAT_DTYPES)
-    shape, dtype = tuple(_info(w)[1]), _info(w)[2]
+    wa = _arg(ctx, fn, w, "w", FLOAT_DTYPES)
+    shape, dtype = wa.shape, wa.dtype
     n = int(np.prod(shape, dtype=np.int64))
     _check_sizes(fn, n, block_size, scaler_block_size)
     blocks = n // block_size
@@ -59,15 +59,15 @@ def to_nf4(w, block_size=64, scaler_block_size=256):
                   ctx.empty((blocks // scaler_block_size,), dtype), ctx.empty((1,), dtype),
                   block_size, scaler_block_size, shape, dtype)
     getattr(ctx.lib.checked, f"kbit_quantize_nf4_torchao_{_SUFFIX[dtype]}")(
-        w_ptr, _info(t.quantized_data)[0], _info(t.quantized_scalers)[0], _info(t.quantization_factor)[0],
-        _info(t.scaler_mean)[0], n, block_size, scaler_block_size, ctx.stream)
+        wa.ptr, _addr(t.quantized_data), _addr(t.quantized_scalers), _addr(t.quantization_factor),
+        _addr(t.scaler_mean), n, block_size, scaler_block_size, ctx.stream)
     return t
 
 
 def _dequantize_raw(ctx, dtype, qdata, scalers, factor, mean, n, block_size, scaler_block_size):
     out = ctx.empty((n,), dtype)
     getattr(ctx.lib.checked, f"kbit_dequantize_nf4_torchao_{_SUFFIX[dtype]}")(
-        _info(qdata)[0], _info(scalers)[0], _info(factor)[0], _info(mean)[0], _info(out)[0], n, block_size,
+        _addr(qdata), _addr(scalers), _addr(factor), _addr(mean), _addr(out), n, block_size,
         scaler_block_size, ctx.stream)
     return out
 
@@ -76,10 +76,10 @@ def _check_tensor(fn, ctx, t):
     n = int(np.prod(t.shape, dtype=np.int64))
     _check_sizes(fn, n, t.block_size, t.scaler_block_size)
     blocks = n // t.block_size
-    _ptr(ctx, fn, t.quantized_data, "quantized_data", (np.dtype(np.uint8),), numel=n // 2)
-    _ptr(ctx, fn, t.quantized_scalers, "quantized_scalers", (np.dtype(np.int8),), numel=blocks)
-    _ptr(ctx, fn, t.quantization_factor, "quantization_factor", (t.dtype,), numel=blocks // t.scaler_block_size)
-    _ptr(ctx, fn, t.scaler_mean, "scaler_mean", (t.dtype,), numel=1)
+    _arg(ctx, fn, t.quantized_data, "quantized_data", (np.dtype(np.uint8),), numel=n // 2)
+    _arg(ctx, fn, t.quantized_scalers, "quantized_scalers", (np.dtype(np.int8),), numel=blocks)
+    _arg(ctx, fn, t.quantization_factor, "quantization_factor", (t.dtype,), numel=blocks // t.scaler_block_size)
+    _arg(ctx, fn, t.scaler_mean, "scaler_mean", (t.dtype,), numel=1)
     return n, blocks
 
 
@@ -145,9 +145,9 @@ def from_bitsandbytes(packed, state, scaler_block_size=256):
     n = int(np.prod(state.shape, dtype=np.int64))
     _check_sizes(fn, n, state.blocksize, scaler_block_size)
     blocks = n // state.blocksize
-    _ptr(ctx, fn, packed, "packed", (np.dtype(np.uint8),), numel=n // 2)
+    _arg(ctx, fn, packed, "packed", (np.dtype(np.uint8),), numel=n // 2)
     dtype = state.dtype
-    scales = ctx.to_numpy(_plain_absmax(ctx, fn, state, blocks)).astype(dtype)
+    scales = ctx.to_numpy(_plain_absmax(ctx, fn, state, blocks)[0]).astype(dtype)
     # A two-element block [s_b, 0] per scale: torchao's block absmax is then exactly s_b, and the
     # quantizer derives mean, codes and factors from these scales as it would from the weight.
     w = np.zeros(2 * blocks, dtype=dtype)
@@ -158,8 +158,8 @@ def from_bitsandbytes(packed, state, scaler_block_size=256):
                   ctx.empty((blocks,), np.int8), ctx.empty((blocks // scaler_block_size,), dtype),
                   ctx.empty((1,), dtype), state.blocksize, scaler_block_size, tuple(state.shape), dtype)
     getattr(ctx.lib.checked, f"kbit_quantize_nf4_torchao_{_SUFFIX[dtype]}")(
-        _info(w_dev)[0], _info(scratch)[0], _info(t.quantized_scalers)[0], _info(t.quantization_factor)[0],
-        _info(t.scaler_mean)[0], 2 * blocks, 2, scaler_block_size, ctx.stream)
+        _addr(w_dev), _addr(scratch), _addr(t.quantized_scalers), _addr(t.quantization_factor),
+        _addr(t.scaler_mean), 2 * blocks, 2, scaler_block_size, ctx.stream)
     return t
 
 
