@@ -174,3 +174,31 @@ def test_status_names_come_from_the_header_and_agree_with_the_cpu_backend():
     assert _abi.STATUS_NAMES[0] == "KBIT_STATUS_SUCCESS" and _abi.STATUS_NAMES[100] == "KBIT_STATUS_NOT_SUPPORTED"
     for value, name in _abi.STATUS_NAMES.items():
         assert lib.kbit_status_string(value).decode() == name == lib.status_name(value)
+
+
+def test_errors_are_per_thread():
+    # ctypes releases the GIL: calls run concurrently, and each thread's KbitError carries its own message.
+    import threading
+    lib = kbit.load("cpu")
+    a = np.ones(4096, np.float32)
+    absmax = np.zeros(64, np.float32)
+    out = np.zeros(2048, np.uint8)
+    failures = []
+
+    def worker(bs):
+        for _ in range(200):
+            try:
+                lib.checked.cquantize_blockwise_fp32_nf4(None, a.ctypes.data, absmax.ctypes.data, out.ctypes.data, bs,
+                                                         4096 if bs == 64 else 64)
+                if bs != 64:
+                    failures.append("no error")
+            except kbit.KbitError as e:
+                if bs == 64 or f"blocksize {bs} is not one of" not in e.message:
+                    failures.append(e.message)
+
+    threads = [threading.Thread(target=worker, args=(bs,)) for bs in (64, 48, 100, 64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
