@@ -281,9 +281,3 @@ class Ctx:
 
     def to_numpy(self, x):
         return adapter(x).to_numpy(x, self.lib)
-
-    def same_device(self, x, what):
-        a = adapter(x)
-        if a.device_type(x) != self.device_type:
-            raise ValueError(f"{what} is on device {a.device_type(x)!r}, the input on {self.device_type!r}")
-        return a
