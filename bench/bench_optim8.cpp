@@ -1,0 +1,132 @@
+// Optimizer step throughput: parameters per second and GB/s of the traffic one step needs (read p,
+// g, states, absmax; write p, states, absmax), beside the bandwidth probes of the same run.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "kbit/kbit_optim8.h"
+
+namespace {
+
+using kbit_bench::measure;
+
+// Aligned host buffer of n elements of T.
+template <class T>
+struct Buffer {
+    explicit Buffer(size_t n) : n(n) {
+        data = static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64));
+        if (data == nullptr) std::abort();
+    }
+    ~Buffer() { std::free(data); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    T* data;
+    size_t n;
+};
+
+// Weight-like values: 1M normal values tiled (generating 64M normals would dominate the run).
+void fill_values(float* x, size_t n, unsigned seed, float scale) {
+    const size_t tile = std::min<size_t>(n, size_t{1} << 20);
+    kbit_bench::fill_normal(x, tile, seed, scale);
+    for (size_t i = tile; i < n; i += tile) std::memcpy(x + i, x, std::min(tile, n - i) * sizeof(float));
+}
+
+void fill_values(kbit_bf16* x, size_t n, unsigned seed, float scale) {
+    std::vector<float> tmp(std::min<size_t>(n, size_t{1} << 20));
+    kbit_bench::fill_normal(tmp.data(), tmp.size(), seed, scale);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, &tmp[i % tmp.size()], 4);
+        x[i].bits = static_cast<uint16_t>(u >> 16);
+    }
+}
+
+// bitsandbytes' dynamic maps (create_dynamic_map), for realistic code searches.
+std::vector<float> dynamic_map(bool is_signed) {
+    std::vector<float> data;
+    for (int d = 0; d <= 6; ++d) {
+        const int f = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
+        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
+        std::vector<float> b(f);
+        for (int i = 0; i < f; ++i) b[i] = i < f / 2 ? 0.1f + h * i : 1.0f - h * (f - 1 - i);
+        const float scale = static_cast<float>(std::pow(10.0, d - 6));
+        for (int i = 0; i + 1 < f; ++i) {
+            const float mean = (b[i] + b[i + 1]) / 2.0f;
+            data.push_back(scale * mean);
+            if (is_signed) data.push_back(-(scale * mean));
+        }
+    }
+    data.push_back(0.0f);
+    data.push_back(1.0f);
+    std::sort(data.begin(), data.end());
+    return data;
+}
+
+std::string shape_of(size_t n) { return n >= (size_t{1} << 20) ? std::to_string(n >> 20) + "M" : std::to_string(n); }
+
+template <class T, class F>
+void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, bool ademamix, size_t n, int threads) {
+    const std::string shape = shape_of(n);
+    if (!kbit_bench::selected(kernel, dtype, shape)) return;
+    const size_t blocks = (n + 255) / 256;
+    Buffer<T> p(n), g(n);
+    Buffer<uint8_t> s1(ademamix ? 2 * n : n), s2(n);
+    Buffer<float> a1(ademamix ? 2 * blocks : blocks), a2(blocks);
+    fill_values(p.data, n, 1, 0.1f);
+    fill_values(g.data, n, 2, 0.01f);
+    std::memset(s1.data, 0, s1.n);
+    std::memset(s2.data, 0, s2.n);
+    std::memset(a1.data, 0, a1.n * sizeof(float));
+    std::memset(a2.data, 0, a2.n * sizeof(float));
+    auto q1 = dynamic_map(true), q2 = dynamic_map(false);
+    const double elem = sizeof(T), states = ademamix ? 3.0 : two_state ? 2.0 : 1.0;
+    const double scales = (ademamix ? 3.0 : two_state ? 2.0 : 1.0) * 4.0 / 256.0;
+    const double bytes = static_cast<double>(n) * (3.0 * elem + 2.0 * states + 2.0 * scales);
+    int step = 1;
+    measure(kernel, dtype, shape, threads, bytes, [&] {
+        fn(p.data, g.data, s1.data, two_state ? s2.data : nullptr, 0.9f, 0.999f, 0.9999f, 5.0f, 1e-8f, step++,
+           1e-3f, q1.data(), two_state ? q2.data() : nullptr, a1.data, two_state ? a2.data : nullptr, 0.0f, 1.0f,
+           false, static_cast<int>(n));
+    });
+}
+
+void bench_adam32(size_t n, int threads) {
+    const std::string shape = shape_of(n);
+    if (!kbit_bench::selected("adam32", "fp32", shape)) return;
+    Buffer<float> p(n), g(n), s1(n), s2(n);
+    fill_values(p.data, n, 1, 0.1f);
+    fill_values(g.data, n, 2, 0.01f);
+    std::memset(s1.data, 0, n * sizeof(float));
+    std::memset(s2.data, 0, n * sizeof(float));
+    int step = 1;
+    measure("adam32", "fp32", shape, threads, static_cast<double>(n) * 28.0, [&] {
+        cadam32bit_grad_fp32(g.data, p.data, s1.data, s2.data, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f,
+                             0.0f, step++, 1e-3f, 1.0f, false, static_cast<int>(n));
+    });
+}
+
+}  // namespace
+
+// bytes per parameter (fp32): Adam 32-bit 28; 8-bit Adam 16 + 16/256 (absmax read and written);
+// 1-state 8-bit 14 + 8/256; AdEMAMix 8-bit 18 + 24/256. Rows: kernel, dtype, parameters.
+KBIT_BENCH_SUITE(optim8) {
+    const auto& o = kbit_bench::options();
+    const std::vector<size_t> sizes =
+        o.quick ? std::vector<size_t>{size_t{1} << 16} : std::vector<size_t>{size_t{1} << 20, size_t{64} << 20};
+    for (size_t n : sizes) {
+        for (int t : o.threads) {
+            bench_adam32(n, t);
+            bench_8bit<float>("adam8", "fp32", cadam_8bit_blockwise_grad_fp32, true, false, n, t);
+            bench_8bit<float>("ademamix8", "fp32", cademamix_8bit_blockwise_grad_fp32, true, true, n, t);
+            bench_8bit<float>("momentum8", "fp32", cmomentum_8bit_blockwise_grad_fp32, false, false, n, t);
+            bench_8bit<float>("rmsprop8", "fp32", crmsprop_8bit_blockwise_grad_fp32, false, false, n, t);
+            bench_8bit<float>("lion8", "fp32", clion_8bit_blockwise_grad_fp32, false, false, n, t);
+            bench_8bit<float>("adagrad8", "fp32", cadagrad_8bit_blockwise_grad_fp32, false, false, n, t);
+            bench_8bit<kbit_bf16>("adam8", "bf16", cadam_8bit_blockwise_grad_bf16, true, false, n, t);
+        }
+    }
+}

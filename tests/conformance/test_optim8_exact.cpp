@@ -1,0 +1,216 @@
+// Optimizers, bit-exactness: every 32-bit and 8-bit optimizer of the backend equals the scalar
+// reference (kbit::ref, the order of kbit_optim_math.h) byte for byte, for sizes around the vector,
+// block and norm-chunk boundaries, weight decay, skip_zeros, clipping, special gradients and custom
+// code tables, with the backend's OpenMP runtime at 1 and at 2 threads.
+#include <cmath>
+#include <cstring>
+
+#include <catch2/catch.hpp>
+
+#include "optim8_cases.h"
+#include "ref_optim8.h"
+
+using namespace kbit_test;
+
+namespace {
+
+struct Config {
+    const char* label;
+    int step;
+    float wd;
+    bool skip_zeros;
+    float gnorm_scale;
+    float max_unorm;  // 32-bit only
+    float zero_fraction, special_fraction;  // gradients set to 0, to NaN/Inf
+};
+
+const Config kConfigs[] = {
+    {"step 1", 1, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.0f},
+    {"step 7, wd 0.01, skip_zeros, gnorm 0.7", 7, 0.01f, true, 0.7f, 0.0f, 0.1f, 0.0f},
+    {"step 3, clipped (max_unorm 0.5)", 3, 0.0f, false, 1.0f, 0.5f, 0.05f, 0.0f},
+    {"step 1000, wd 0.1, zero gradients", 1000, 0.1f, false, 1.0f, 0.02f, 0.2f, 0.0f},
+    {"step 2, NaN/Inf gradients", 2, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.01f},
+};
+
+std::vector<float> gradients(size_t n, uint32_t seed, const Config& cfg) {
+    auto g = normal_floats(n, seed, 0.01f);
+    std::mt19937 rng(seed + 1);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    const float specials[] = {NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; ++i) {
+        const float r = u(rng);
+        if (r < cfg.zero_fraction) g[i] = (i % 2) ? 0.0f : -0.0f;
+        else if (r < cfg.zero_fraction + cfg.special_fraction) g[i] = specials[i % 3];
+    }
+    return g;
+}
+
+std::vector<float> abs_floats(std::vector<float> v) {
+    for (auto& x : v) x = std::fabs(x);
+    return v;
+}
+
+template <class T>
+void require_same(const std::vector<T>& got, const std::vector<T>& want, const char* what) {
+    const long at = first_bit_difference(got, want);
+    INFO(what << ": first difference at " << at);
+    REQUIRE(at == -1);
+}
+
+void check_32bit(const Optim32Fn& f, int n, const Config& cfg, uint32_t seed) {
+    const size_t states1 = f.kind == Kind::AdEMAMix ? 2 * n : n;
+    const bool two = kbit::optim::two_state(f.kind);
+    const auto g = to_dtype(gradients(n, seed, cfg), f.dtype);
+    const auto p = to_dtype(normal_floats(n, seed + 2, 0.1f), f.dtype);
+    const auto s1 = normal_floats(states1, seed + 3, 0.01f);
+    const auto s2 = abs_floats(normal_floats(n, seed + 4, 1e-2f));
+    const float unorm0 = 0.25f, param_norm = 0.05f;
+    Hyper h = default_hyper(f.kind, cfg.step, cfg.wd);
+    h.skip_zeros = cfg.skip_zeros;
+    h.gnorm_scale = cfg.gnorm_scale;
+
+    // Reference on host copies.
+    auto rp = p;
+    auto rs1 = s1, rs2 = s2;
+    float runorm = unorm0;
+    const kbit::ref::Mem32 mem{g.data(), rp.data(), rs1.data(), two ? rs2.data() : nullptr, n};
+    kbit::ref::optim32_step(f.dtype, f.kind, h, mem, &runorm, cfg.max_unorm, param_norm);
+
+    for (int threads : {1, 2}) {
+        ThreadScope scope(threads);
+        INFO(f.name << " n " << n << " " << cfg.label << " threads " << threads);
+        {
+            DeviceBuffer<uint8_t> dg(g), dp(p);
+            DeviceBuffer<float> ds1(s1), ds2(s2), du(std::vector<float>{unorm0});
+            require_ok(f.call(dg.get(), dp.get(), ds1.get(), two ? ds2.get() : nullptr, du.get(), cfg.max_unorm,
+                              param_norm, h, n),
+                       f.name.c_str());
+            require_same(dp.download(), rp, "p");
+            require_same(ds1.download(), rs1, "state1");
+            if (two) require_same(ds2.download(), rs2, "state2");
+            CHECK(bits_of(du.download()[0]) == bits_of(runorm));
+            require_same(dg.download(), g, "g (unchanged)");
+        }
+    }
+}
+
+// Code tables: the dynamic maps, and tables that exercise the backend's fast paths' corners.
+struct Tables {
+    const char* label;
+    std::vector<float> q1, q2;
+};
+
+std::vector<Tables> tables() {
+    std::vector<Tables> t;
+    t.push_back({"dynamic maps", dynamic_map(true), dynamic_map(false)});
+    // Linear maps with a repeated 0.0 (bitsandbytes' create_linear_map) and top entry 0.9 (!= 1).
+    std::vector<float> lin, ulin;
+    for (int i = 0; i < 255; ++i) lin.push_back(-1.0f + 2.0f * static_cast<float>(i) / 254.0f);
+    lin.insert(lin.begin() + 127, 0.0f);
+    for (int i = 0; i < 256; ++i) ulin.push_back(0.9f * static_cast<float>(i) / 255.0f);
+    t.push_back({"linear maps, repeated zero, top 0.9", lin, ulin});
+    // Clustered entries one ulp apart (several midpoints per 16-bit prefix) and a table the
+    // bucket lookup does not take (an infinite entry).
+    auto crowd = dynamic_map(true);
+    for (int i = 200; i < 240; ++i) crowd[i] = std::nextafter(crowd[199], 2.0f) + static_cast<float>(i - 200) * 1e-7f;
+    std::sort(crowd.begin(), crowd.end());
+    auto inf_top = dynamic_map(false);
+    inf_top[255] = INFINITY;
+    t.push_back({"crowded signed map, unsigned map ending in +inf", crowd, inf_top});
+    return t;
+}
+
+void check_8bit(const Optim8Fn& f, int n, const Config& cfg, const Tables& tb, bool fresh_state, uint32_t seed) {
+    const bool two = kbit::optim::two_state(f.kind);
+    const int64_t blocks = (n + 255) / 256;
+    const size_t codes1 = f.kind == Kind::AdEMAMix ? 2 * n : n;
+    const size_t scales1 = f.kind == Kind::AdEMAMix ? 2 * blocks : blocks;
+    auto gv = gradients(n, seed, cfg);
+    if (n > 600) std::fill(gv.begin() + 256, gv.begin() + 512, 0.0f);  // an all-zero gradient block
+    const auto g = to_dtype(gv, f.dtype);
+    const auto p = to_dtype(normal_floats(n, seed + 2, 0.1f), f.dtype);
+    std::vector<uint8_t> c1(codes1, 0), c2(n, 0);
+    std::vector<float> a1(scales1, 0.0f), a2(blocks, 0.0f);
+    if (!fresh_state) {
+        std::mt19937 rng(seed + 3);
+        for (auto& c : c1) c = static_cast<uint8_t>(rng());
+        for (auto& c : c2) c = static_cast<uint8_t>(rng());
+        a1 = abs_floats(normal_floats(scales1, seed + 4, 0.02f));
+        a2 = abs_floats(normal_floats(blocks, seed + 5, 1e-4f));
+        if (blocks > 2) a1[1] = a2[1] = 0.0f;  // an all-zero state block
+    }
+    Hyper h = default_hyper(f.kind, cfg.step, cfg.wd);
+    h.skip_zeros = cfg.skip_zeros;
+    h.gnorm_scale = cfg.gnorm_scale;
+
+    auto rp = p;
+    auto rc1 = c1, rc2 = c2;
+    auto ra1 = a1, ra2 = a2;
+    const kbit::ref::Mem8 mem{rp.data(), g.data(), rc1.data(), two ? rc2.data() : nullptr, tb.q1.data(),
+                              two ? tb.q2.data() : nullptr, ra1.data(), two ? ra2.data() : nullptr, n};
+    kbit::ref::optim8_step(f.dtype, f.kind, h, mem);
+
+    for (int threads : {1, 2}) {
+        ThreadScope scope(threads);
+        INFO(f.name << " n " << n << " " << cfg.label << ", " << tb.label
+                    << (fresh_state ? ", zero state" : ", random state") << ", threads " << threads);
+        {
+            DeviceBuffer<uint8_t> dg(g), dp(p), dc1(c1), dc2(c2);
+            DeviceBuffer<float> dq1(tb.q1), dq2(tb.q2), da1(a1), da2(a2);
+            require_ok(f.call(dp.get(), dg.get(), dc1.get(), two ? dc2.get() : nullptr, dq1.get(),
+                              two ? dq2.get() : nullptr, da1.get(), two ? da2.get() : nullptr, h, n),
+                       f.name.c_str());
+            require_same(dp.download(), rp, "p");
+            require_same(dc1.download(), rc1, "state1 codes");
+            require_same(da1.download(), ra1, "absmax1");
+            if (two) {
+                require_same(dc2.download(), rc2, "state2 codes");
+                require_same(da2.download(), ra2, "absmax2");
+            }
+            require_same(dq1.download(), tb.q1, "quantiles1 (unchanged)");
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar reference bit for bit", "[optim8][exact]") {
+    if (!backend().has_optim8()) return;
+    uint32_t seed = 100;
+    for (const auto& f : optim32_functions()) {
+        for (int n : {1, 13, 256, 4095, 2 * 4096 + 37, 40000})
+            for (const auto& cfg : kConfigs) check_32bit(f, n, cfg, seed++);
+        // Large enough for the CPU backend to split it over threads (>= 64K elements per thread).
+        check_32bit(f, 300007, kConfigs[1], seed++);
+        check_32bit(f, 300007, kConfigs[2], seed++);
+    }
+}
+
+TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256 equal the scalar reference", "[optim8][exact]") {
+    if (!backend().has_optim8()) return;
+    uint32_t seed = 500;
+    const auto tbs = tables();
+    for (const auto& f : optim8_functions()) {
+        for (int n : {1, 200, 256, 257, 1000, 256 * 40 + 100})
+            for (const auto& cfg : kConfigs) {
+                if (cfg.max_unorm > 0.0f) continue;  // no clipping in 8-bit
+                check_8bit(f, n, cfg, tbs[0], cfg.step == 1, seed++);
+            }
+        for (const auto& tb : tbs) check_8bit(f, 3000, kConfigs[1], tb, false, seed++);
+        check_8bit(f, 256 * 300 + 77, kConfigs[1], tbs[0], false, seed++);  // split over threads
+    }
+}
+
+TEST_CASE("optim8 exact: the backend's OpenMP thread count is really varied by the tests", "[optim8][threads]") {
+    BackendThreads threads;
+    if (!threads.available()) {
+        WARN("backend has no OpenMP runtime: thread-count independence is not exercised");
+        return;
+    }
+    const int saved = threads.get();
+    threads.set(1);
+    CHECK(threads.get() == 1);
+    threads.set(2);
+    CHECK(threads.get() == 2);
+    threads.set(saved);
+}
