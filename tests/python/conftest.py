@@ -60,20 +60,3 @@ def load_golden(stem):
 def golden_array(blob, entry, dtype):
     return np.frombuffer(blob, dtype=dtype, count=entry["bytes"] // np.dtype(dtype).itemsize,
                          offset=entry["offset"]).copy()
-
-
-@pytest.fixture(scope="session")
-def cpu_lib():
-    import kbit
-    return kbit.backend_for("cpu")
-
-
-@pytest.fixture(scope="session")
-def has_optim8(cpu_lib):
-    return "optim8" in cpu_lib.versions
-
-
-@pytest.fixture
-def need_optim8(has_optim8):
-    if not has_optim8:
-        pytest.skip("the CPU backend of this build has no optimizer interface yet")

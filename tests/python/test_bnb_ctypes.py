@@ -155,7 +155,6 @@ def call_8bit(lib, fn, p, g, state1, state2, beta1, beta2, beta3, alpha, eps, st
                             ct.c_float(weight_decay), ct.c_float(1.0), ct.c_bool(False), ct.c_int32(g.size))
 
 
-@pytest.mark.usefixtures("need_optim8")
 @pytest.mark.parametrize("fn,cls,kw,betas,eps", [
     ("cadam32bit_grad_fp32", kbit.optim.Adam32bit, dict(lr=1e-3, weight_decay=0.01), (0.9, 0.999), 1e-8),
     ("cmomentum32bit_grad_32", kbit.optim.SGD32bit, dict(lr=1e-2, momentum=0.9), (0.9, 0.0), 0.0),
@@ -175,7 +174,6 @@ def test_32bit_optimizer_bnb_style(lib, rng, fn, cls, kw, betas, eps):
     assert np.array_equal(p, p_cls) and np.array_equal(state1, opt.state[0]["state1"])
 
 
-@pytest.mark.usefixtures("need_optim8")
 @pytest.mark.parametrize("dt", ["fp32", "bf16"])
 def test_8bit_adam_bnb_style(lib, rng, dt):
     n = 4096 + 256 * 3 + 11

@@ -10,7 +10,6 @@ import pytest
 import kbit
 from kbit import optim
 
-pytestmark = pytest.mark.usefixtures("need_optim8")
 
 
 def reference_steps(name, p, grads, lr, betas, eps, wd, alpha=0.0, t_alpha=None, t_beta3=None):
