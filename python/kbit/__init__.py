@@ -6,6 +6,7 @@
 
 Needs neither torch nor a GPU. See README.md ("Python") for the whole tour.
 """
+from . import _abi
 from ._cffi import cdef
 from ._devices import DeviceArray, backend_for, register_backend, registered_backends
 from ._library import KbitError, Library, library_dir, load
@@ -14,4 +15,4 @@ from .functional import (QuantState, create_dynamic_map, dequantize_4bit, dequan
                          int8_outlier_matmul, int8_vectorwise_quant, quantize_4bit, quantize_blockwise)
 from . import functional, optim, checkpoint, torchao  # noqa: E402  (submodules, also as kbit.<name>)
 
-__version__ = "0.1.0"
+__version__ = _abi.RELEASE_VERSION  # kbit_core.h, as the wheel's metadata

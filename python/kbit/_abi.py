@@ -53,6 +53,8 @@ def _status_names():
 
 
 STATUS_NAMES = _status_names()
+RELEASE_VERSION = re.search(r'#define KBIT_RELEASE_VERSION_STRING "([^"]+)"',
+                            (INCLUDE_DIR / "kbit" / "kbit_core.h").read_text()).group(1)
 
 
 # ---- ctypes ------------------------------------------------------------------------------------

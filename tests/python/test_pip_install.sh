@@ -35,9 +35,10 @@ for f in ("_lib/libkbit.so", "_lib/libkbit_cpu.so", "abi/kbit_4bit.def", "abi/ab
 lib = kbit.load()
 assert lib.path == os.path.join(pkg, "_lib", "libkbit.so") and lib.backend_name() == "cpu"
 assert kbit.load("cpu").path == os.path.join(pkg, "_lib", "libkbit_cpu.so")
+import importlib.metadata
+assert importlib.metadata.version("kbit") == kbit.__version__, (importlib.metadata.version("kbit"), kbit.__version__)
 print("installed:", pkg, kbit.__version__)
 PY
-"$venv_python" -m pip show -q kbit >/dev/null
 # The suite against the installed package (KBIT_TEST_INSTALLED: no source tree on sys.path).
 KBIT_TEST_INSTALLED=1 "$venv_python" -m pytest -q -p no:cacheprovider "$src/tests/python"
 echo "python.pip_install: OK"
