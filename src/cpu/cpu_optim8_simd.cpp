@@ -121,49 +121,45 @@ HWY_INLINE void lookup_codes(const float* code, const uint8_t* c, float* out) {
     for (size_t j = 0; j < kBlock; ++j) out[j] = code[c[j]];
 }
 
-// optim::quantize8 of a block of states under their new absmax, as Code8Lut::lookup: one bucket
-// entry per lane. An absmax of 0 (an all-zero block: y = NaN, code 0, then the sign fix) has its own
-// vector path; any other absmax the table does not cover takes the scalar rule.
+// optim::quantize8 of a block of states under their new absmax: one bucket entry per lane from the
+// sign-fixed (state1) or plain (state2) table. An absmax of 0 (an all-zero block: y = NaN, code 0,
+// then the sign fix) has its own vector path; any other absmax the sign fix does not hold for takes
+// the scalar rule.
 HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax, uint8_t* out) {
     const DF df;
     const DI di;
     const DU du;
     const size_t N = hn::Lanes(df);
-    if (!Code8Lut::fast_absmax(absmax)) {
+    if (!Code8Lut::keeps_sign(absmax)) {
         if (absmax == 0.0f) {
-            const bool code0_neg = std::signbit(lut.code()[0]) && lut.is_signed();
+            const bool code0_neg = std::signbit(lut.code()[0]) && lut.sign_fix();
             for (size_t j = 0; j < kBlock; j += N) {
                 const VF sv = hn::Load(df, s + j);
                 const MI s_neg = hn::BitCast(di, sv) < hn::Zero(di);
-                const MI fix = lut.is_signed() ? (code0_neg ? hn::Not(s_neg) : s_neg) : hn::FirstN(di, 0);
+                const MI fix = lut.sign_fix() ? (code0_neg ? hn::Not(s_neg) : s_neg) : hn::FirstN(di, 0);
                 const VI step = hn::IfThenElse(hn::RebindMask(di, sv > hn::Zero(df)), hn::Set(di, 1), hn::Set(di, 255));
                 hn::StoreU(hn::DemoteTo(D8(), hn::IfThenElseZero(fix, step)), D8(), out + j);
             }
         } else {
-            for (size_t j = 0; j < kBlock; ++j) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
+            for (size_t j = 0; j < kBlock; ++j) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
         }
         return;
     }
     const VF vmax = hn::Set(df, absmax);
     const int32_t* entries = reinterpret_cast<const int32_t*>(lut.entries());
-    const VU low16 = hn::Set(du, 0xFFFFu), low8 = hn::Set(du, 0xFFu), slow = hn::Set(du, Code8Lut::kSlow);
-    MU any_slow = hn::FirstN(du, 0);
+    const VU low16 = hn::Set(du, 0xFFFFu);
+    VU any_irregular = hn::Zero(du);  // bit 31 of any lane's sum
     for (size_t j = 0; j < kBlock; j += N) {
         const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
         const VU e = hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u))));
         const VU rank = hn::And(hn::Xor(u, hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)))), low16);
-        const MU up = hn::RebindMask(du, hn::BitCast(di, rank) > hn::BitCast(di, hn::ShiftRight<16>(e)));
-        const VU r = hn::And(hn::IfThenElse(up, hn::ShiftRight<8>(e), e), low8);
-        any_slow = hn::Or(any_slow, e == slow);
-        hn::StoreU(hn::DemoteTo(D8(), hn::BitCast(di, r)), D8(), out + j);
+        const VU sum = e + rank;
+        any_irregular = hn::Or(any_irregular, sum);
+        hn::StoreU(hn::DemoteTo(D8(), hn::BitCast(di, hn::ShiftRight<16>(sum))), D8(), out + j);
     }
-    if (!hn::AllFalse(du, any_slow)) {  // runs with several midpoints: the search itself
-        for (size_t j = 0; j < kBlock; ++j) {
-            uint32_t bits;
-            const float y = s[j] / absmax;
-            std::memcpy(&bits, &y, sizeof bits);
-            if (lut.entries()[bits >> 16] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
-        }
+    if (!hn::AllFalse(di, hn::BitCast(di, any_irregular) < hn::Zero(di))) {  // irregular buckets: the search
+        for (size_t j = 0; j < kBlock; ++j)
+            if (lut.find(s[j] / absmax) < 0) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
     }
 }
 
@@ -410,8 +406,7 @@ struct Simd {
             l2 = two_state(K) ? code8_lut(m.q2, false) : l1;
         } catch (...) {
         }
-        if (!l1 || !l2 || !l1->ok() || !l2->ok()) {  // no bucket table (out of memory, or a table it
-                                                     // does not cover): the search itself
+        if (!l1 || !l2) {  // out of memory for the bucket tables: the search itself
             ref::optim_kernels().blocks8[ref::dtype_index(Elem<T>::dtype)][static_cast<int>(K)](c, m, block_begin,
                                                                                                   block_end);
             return;

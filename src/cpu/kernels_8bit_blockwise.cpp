@@ -1,10 +1,10 @@
 // Blockwise dynamic 8-bit quantize / dequantize kernels (Highway, one source for every x86 target).
 //
 // Both directions need one table look-up per element (a 256-entry table for dequantization, the
-// Code8Lut buckets for quantization). vpgatherdd is slow on Zen 3 (measured 0.8 ns per element), so
-// each chunk runs in passes over L1 buffers: vector code computes the indices, a plain look-up loop
-// (which GCC turns into scalar loads inserted into vectors: measured 25% faster than scalar stores)
-// fills the values, and vector code finishes and stores.
+// Code8Lut buckets of kbit_code8_lut.h for quantization). vpgatherdd is slow on Zen 3 (measured 0.8
+// ns per element), so each chunk runs in passes over L1 buffers: vector code computes the indices, a
+// plain look-up loop (which GCC turns into scalar loads inserted into vectors: measured 25% faster
+// than scalar stores) fills the values, and vector code finishes and stores.
 #include <cmath>
 #include <cstddef>
 
@@ -92,11 +92,10 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
     const hn::RebindToUnsigned<decltype(df)> du;
     const hn::Rebind<uint8_t, decltype(df)> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    // Entries are indexed by the clamped bucket number itself (negative below zero).
-    const uint32_t* bucket = lut.entries() - Code8Lut::kFirstBucket;
+    const uint32_t* entries = lut.entries();
     const float* code = lut.code();
-    HWY_ALIGN int32_t keys[kChunk];
-    HWY_ALIGN int32_t idx[kChunk];
+    HWY_ALIGN uint32_t ranks[kChunk];
+    HWY_ALIGN uint32_t buckets[kChunk];
     HWY_ALIGN uint32_t ent[kChunk];
 
     for (int64_t b = block_begin; b < block_end; ++b) {
@@ -113,7 +112,7 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
         absmax[b] = amax;
         const float recip = 1.0f / amax;
         const auto vrecip = hn::Set(df, recip);
-        const auto neg_inf = hn::Set(df, -HUGE_VALF);
+        const auto low16 = hn::Set(du, 0xFFFFu);
 
         for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
             const int64_t m = kChunk < len - c0 ? kChunk : len - c0;
@@ -123,26 +122,19 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
                 // The next block's input, fetched while this one computes (the absmax pass would
                 // otherwise wait for memory with nothing to overlap). Prefetches never fault.
                 hwy::Prefetch(xc + j + blocksize);
-                // NaN becomes -inf: same search result (index 0 for every table), and the
-                // order-preserving key stays well defined.
-                const auto y = MaxIgnoringNaN(hn::Mul(LoadAsFloat(df, xc + j), vrecip), neg_inf);
-                const auto u = hn::BitCast(di, y);
-                const auto flip = hn::BitCast(di, hn::ShiftRight<1>(hn::BitCast(du, hn::ShiftRight<31>(u))));
-                const auto key = hn::Xor(u, flip);
-                hn::Store(key, di, keys + j);
-                const auto t = hn::Min(hn::Max(hn::ShiftRight<16>(key), hn::Set(di, Code8Lut::kFirstBucket)),
-                                       hn::Set(di, Code8Lut::kLastBucket));
-                hn::Store(t, di, idx + j);
+                const auto u = hn::BitCast(du, hn::Mul(LoadAsFloat(df, xc + j), vrecip));
+                const auto flip = hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)));
+                hn::Store(hn::And(hn::Xor(u, flip), low16), du, ranks + j);  // Code8Lut::rank
+                hn::Store(hn::ShiftRight<16>(u), du, buckets + j);          // Code8Lut::bucket
             }
-            for (int64_t j = 0; j < mv; ++j) ent[j] = bucket[idx[j]];
+            for (int64_t j = 0; j < mv; ++j) ent[j] = entries[buckets[j]];
             uint8_t* qc = q + c0;
             for (int64_t j = 0; j < mv; j += N) {
-                const auto low = hn::And(hn::BitCast(du, hn::Load(di, keys + j)), hn::Set(du, 0xFFFFu));
-                const auto sum = hn::Add(hn::Load(du, ent + j), low);
+                const auto sum = hn::Add(hn::Load(du, ent + j), hn::Load(du, ranks + j));
                 hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, qc + j);
                 if (HWY_UNLIKELY(!hn::AllFalse(di, hn::Lt(hn::BitCast(di, sum), hn::Zero(di))))) {
-                    for (int64_t l = j; l < j + N; ++l)
-                        if (ent[l] & Code8Lut::kScalarFlag) qc[l] = code8_index(code, code8_key_value(keys[l]));
+                    for (int64_t l = j; l < j + N; ++l)  // irregular buckets: the search itself
+                        if (ent[l] & Code8Lut::kIrregular) qc[l] = code8_index(code, Elem<T>::load(xc[l]) * recip);
                 }
             }
             for (int64_t j = mv; j < m; ++j) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
