@@ -7,6 +7,8 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "hwy_elem-inl.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -38,54 +40,6 @@ using MF = hn::Mask<DF>;
 using MI = hn::Mask<DI>;
 using MU = hn::Mask<DU>;
 
-// ---- element types: N elements of T as fp32 lanes, and the RN_T round trip -----------------------
-
-template <class T>
-struct Lanes;
-
-template <>
-struct Lanes<float> {
-    static VF load(const void* base, int64_t i) { return hn::LoadU(DF(), static_cast<const float*>(base) + i); }
-    static void store(void* base, int64_t i, VF v) { hn::StoreU(v, DF(), static_cast<float*>(base) + i); }
-    static VF round(VF v) { return v; }
-};
-
-template <>
-struct Lanes<kbit_half> {  // F16C conversions: IEEE round to nearest even, like float_to_half
-    using DH = hn::Rebind<hwy::float16_t, DF>;
-    static const hwy::float16_t* at(const void* base, int64_t i) {
-        return reinterpret_cast<const hwy::float16_t*>(static_cast<const kbit_half*>(base) + i);
-    }
-    static VF load(const void* base, int64_t i) { return hn::PromoteTo(DF(), hn::LoadU(DH(), at(base, i))); }
-    static void store(void* base, int64_t i, VF v) {
-        hn::StoreU(hn::DemoteTo(DH(), v), DH(), const_cast<hwy::float16_t*>(at(base, i)));
-    }
-    static VF round(VF v) { return hn::PromoteTo(DF(), hn::DemoteTo(DH(), v)); }
-};
-
-template <>
-struct Lanes<kbit_bf16> {  // Highway 1.0.3's bf16 DemoteTo truncates: round to nearest even here
-    using D16 = hn::Rebind<uint16_t, DF>;
-    static const uint16_t* at(const void* base, int64_t i) {
-        return reinterpret_cast<const uint16_t*>(static_cast<const kbit_bf16*>(base) + i);
-    }
-    static VF load(const void* base, int64_t i) {
-        return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(D16(), at(base, i)))));
-    }
-    // The bf16 bits in the low half of each lane, as float_to_bf16.
-    static VU bits(VF v) {
-        const DU du;
-        const VU u = hn::BitCast(du, v);
-        const VU hi = hn::ShiftRight<16>(u);
-        const VU rounded = hn::ShiftRight<16>(u + hn::Set(du, 0x7FFFu) + hn::And(hi, hn::Set(du, 1u)));
-        return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(hi, hn::Set(du, 0x40u)), rounded);
-    }
-    static void store(void* base, int64_t i, VF v) {
-        hn::StoreU(hn::DemoteTo(D16(), hn::BitCast(DI(), bits(v))), D16(), const_cast<uint16_t*>(at(base, i)));
-    }
-    static VF round(VF v) { return hn::BitCast(DF(), hn::ShiftLeft<16>(bits(v))); }
-};
-
 // ---- broadcast constants ---------------------------------------------------------------------
 
 struct VConsts {
@@ -108,10 +62,8 @@ HWY_INLINE VF sign_of(const VConsts& k, VF x) {
     return hn::IfThenElse(x > k.zero, k.one, hn::IfThenElse(x < k.zero, k.minus_one, k.zero));
 }
 
-// absmax_fold on lanes: a NaN state does not count. x86 (v)maxps returns its second operand unless
-// the first is greater, so Max(|s|, acc) is exactly (|s| > acc) ? |s| : acc (these kernels are
-// compiled for x86 targets only).
-HWY_INLINE VF fold_absmax(VF acc, VF s) { return hn::Max(hn::Abs(s), acc); }
+// absmax_fold on lanes: a NaN state does not count.
+HWY_INLINE VF fold_absmax(VF acc, VF s) { return MaxIgnoringNaN(hn::Abs(s), acc); }
 
 // ---- 8-bit codes -------------------------------------------------------------------------------
 
@@ -192,7 +144,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const VF a3 = K == Kind::AdEMAMix ? hn::Set(df, *b.a3) : k.zero;
     VF max1 = k.lowest, max2 = k.lowest, max3 = k.lowest;
     for (size_t j = 0; j < kBlock; j += N) {
-        const VF graw = Lanes<T>::load(b.g, j);
+        const VF graw = LoadAsFloat(df, b.g + j);
         const MF finite = hn::IsFinite(graw);
         const VF g = graw * k.gnorm;
         VF vj = hn::Load(df, v + j) * a2;
@@ -203,7 +155,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         hn::Store(vj, df, v + j);
         max1 = fold_absmax(max1, mj);
         max2 = fold_absmax(max2, vj);
-        const VF p = Lanes<T>::load(b.p, j);
+        const VF p = LoadAsFloat(df, b.p + j);
         VF pn;
         if (K == Kind::AdEMAMix) {
             VF m2j = hn::Load(df, m2 + j) * a3;
@@ -214,8 +166,8 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         } else {
             pn = KBIT_OPT_ADAM_PARAM(p, mj, vj, k.step_size, k.eps_c2);
         }
-        if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
-        Lanes<T>::store(b.p, j, hn::IfThenElse(finite, pn, p));  // the store rounds pn
+        if (c.has_wd) pn = RoundTo<T>(df, pn) * k.decay;
+        StoreFromFloat(df, hn::IfThenElse(finite, pn, p), b.p + j);  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1)), new2 = hn::GetLane(hn::MaxOfLanes(df, max2));
     *b.a1 = new1;
@@ -239,13 +191,13 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const MF all = hn::FirstN(df, N);
     VF max1 = k.lowest;
     for (size_t j = 0; j < kBlock; j += N) {
-        const VF graw = Lanes<T>::load(b.g, j);
+        const VF graw = LoadAsFloat(df, b.g + j);
         const MF active = c.skip_zeros ? graw != k.zero : all;
         MF step = active;
-        VF p = Lanes<T>::load(b.p, j);
+        VF p = LoadAsFloat(df, b.p + j);
         VF g = graw * k.gnorm;
         if (c.has_wd) {
-            if (K == Kind::Lion) p = hn::IfThenElse(active, Lanes<T>::round(p * k.decay), p);
+            if (K == Kind::Lion) p = hn::IfThenElse(active, RoundTo<T>(df, p * k.decay), p);
             else g = g + p * k.wd;
         }
         const VF sj = hn::Load(df, s + j) * a1;
@@ -260,7 +212,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
             sn = KBIT_OPT_ACCUMULATE_SQ(sj, g);
             pn = KBIT_OPT_RMS_PARAM(p, graw, sn, k.one, k.lr, k.eps);
         } else {  // Lion
-            const VF d = Lanes<T>::round(k.lr * sign_of(k, KBIT_OPT_EMA(sj, k.beta1, k.omb1, g)));
+            const VF d = RoundTo<T>(df, k.lr * sign_of(k, KBIT_OPT_EMA(sj, k.beta1, k.omb1, g)));
             if (c.skip_zeros) step = hn::And(step, d != k.zero);
             sn = KBIT_OPT_EMA(sj, k.beta2, k.omb2, g);
             pn = p - d;
@@ -268,7 +220,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         const VF snew = hn::IfThenElse(active, sn, sj);
         hn::Store(snew, df, s + j);
         max1 = fold_absmax(max1, snew);
-        Lanes<T>::store(b.p, j, hn::IfThenElse(step, pn, p));  // the store rounds pn
+        StoreFromFloat(df, hn::IfThenElse(step, pn, p), b.p + j);  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1));
     *b.a1 = new1;
@@ -280,7 +232,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
 // norm_term32 on lanes.
 template <class T, Kind K>
 VF norm_term(const Consts& c, const VConsts& k, VF graw, VF s1, VF s2) {
-    const VF g = Lanes<T>::round(graw * k.gnorm);
+    const VF g = RoundTo<T>(DF(), graw * k.gnorm);
     VF x;
     if (K == Kind::Adam) {
         x = KBIT_OPT_ADAM_NORM_TERM(KBIT_OPT_EMA(s1, k.beta1, k.omb1, g), KBIT_OPT_EMA_SQ(s2, k.beta2, k.omb2, g),
@@ -324,12 +276,13 @@ struct Simd {
         const int64_t vecs = kNormLanes / N;  // vectors per group of kNormLanes elements: 2 or 1
         VF acc[2] = {k.zero, k.zero};
         const int64_t begin = chunk * kNormChunk, end = std::min(begin + kNormChunk, m.n);
+        const T* grad = static_cast<const T*>(m.g);
         int64_t i = begin;
         for (; i + kNormLanes <= end; i += kNormLanes) {
             for (int64_t v = 0; v < vecs; ++v) {
                 const int64_t at = i + v * N;
                 const VF s2 = two_state(K) ? hn::LoadU(df, m.s2 + at) : k.zero;
-                acc[v] = acc[v] + norm_term<T, K>(c, k, Lanes<T>::load(m.g, at), hn::LoadU(df, m.s1 + at), s2);
+                acc[v] = acc[v] + norm_term<T, K>(c, k, LoadAsFloat(df, grad + at), hn::LoadU(df, m.s1 + at), s2);
             }
         }
         HWY_ALIGN float lanes[kNormLanes];
@@ -337,7 +290,7 @@ struct Simd {
         for (; i < end; ++i) {
             const float s2 = two_state(K) ? m.s2[i] : 0.0f;
             float& a = lanes[(i - begin) % kNormLanes];
-            a = a + norm_term32<T, K>(c, Elem<T>::load(static_cast<const T*>(m.g)[i]), m.s1[i], s2);
+            a = a + norm_term32<T, K>(c, Elem<T>::load(grad[i]), m.s1[i], s2);
         }
         return fold_lanes(lanes);
     }
@@ -348,12 +301,14 @@ struct Simd {
         const VConsts k(c);
         const MF all = hn::FirstN(df, static_cast<size_t>(N));
         float* s3p = K == Kind::AdEMAMix ? m.s1 + m.n : nullptr;
+        T* param = static_cast<T*>(m.p);
+        const T* grad = static_cast<const T*>(m.g);
         int64_t i = begin;
         for (; i + N <= end; i += N) {
-            VF p = Lanes<T>::load(m.p, i);
-            VF g = Lanes<T>::round(Lanes<T>::load(m.g, i) * k.gnorm);
+            VF p = LoadAsFloat(df, param + i);
+            VF g = RoundTo<T>(df, LoadAsFloat(df, grad + i) * k.gnorm);
             if ((K == Kind::Momentum || K == Kind::RMSprop || K == Kind::Adagrad) && c.has_wd)
-                g = Lanes<T>::round(g + p * k.wd);
+                g = RoundTo<T>(df, g + p * k.wd);
             const MF active = c.skip_zeros && K != Kind::AdEMAMix ? g != k.zero : all;
             VF s1 = hn::LoadU(df, m.s1 + i);
             if (K == Kind::AdEMAMix) {
@@ -362,7 +317,7 @@ struct Simd {
                 s3 = KBIT_OPT_EMA(s3, k.beta3, k.omb3, g);
                 s2 = KBIT_OPT_EMA_SQ_LEFT(s2, k.beta2, k.omb2, g);
                 p = KBIT_OPT_ADEMAMIX_PARAM(p, s1, s3, s2, k.lr, k.c1, k.alpha, k.c2, k.eps);
-                if (c.has_wd) p = Lanes<T>::round(p) * k.decay;
+                if (c.has_wd) p = RoundTo<T>(df, p) * k.decay;
                 hn::StoreU(s2, df, m.s2 + i);
                 hn::StoreU(s3, df, s3p + i);
             } else if (K == Kind::Adam) {
@@ -370,7 +325,7 @@ struct Simd {
                 const VF s1n = KBIT_OPT_EMA(s1, k.beta1, k.omb1, g);
                 const VF s2n = KBIT_OPT_EMA_SQ(s2, k.beta2, k.omb2, g);
                 VF pn = KBIT_OPT_ADAM_PARAM(p, s1n, s2n, k.su, k.eps_c2);
-                if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
+                if (c.has_wd) pn = RoundTo<T>(df, pn) * k.decay;
                 p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
                 hn::StoreU(hn::IfThenElse(active, s2n, s2), df, m.s2 + i);
@@ -386,14 +341,14 @@ struct Simd {
                     s1n = KBIT_OPT_ACCUMULATE_SQ(s1, g);
                     pn = KBIT_OPT_RMS_PARAM(p, g, s1n, k.one, k.lr, k.eps);
                 } else {  // Lion
-                    const VF pd = c.has_wd ? Lanes<T>::round(p * k.decay) : p;
+                    const VF pd = c.has_wd ? RoundTo<T>(df, p * k.decay) : p;
                     pn = KBIT_OPT_LION_PARAM(pd, k.u, k.lr, sign_of(k, KBIT_OPT_EMA(s1, k.beta1, k.omb1, g)));
                     s1n = KBIT_OPT_EMA(s1, k.beta2, k.omb2, g);
                 }
                 p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
             }
-            Lanes<T>::store(m.p, i, p);  // rounds the new values; unchanged ones are exact
+            StoreFromFloat(df, p, param + i);  // rounds the new values; unchanged ones are exact
             hn::StoreU(s1, df, m.s1 + i);
         }
         if (i < end) ref::optim_kernels().update32[ref::dtype_index(Elem<T>::dtype)][static_cast<int>(K)](c, m, i, end);

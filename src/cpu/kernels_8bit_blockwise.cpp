@@ -19,6 +19,7 @@
 // clang-format off
 #include <hwy/highway.h>
 #include <hwy/cache_control.h>
+#include "hwy_elem-inl.h"
 // clang-format on
 
 // Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
@@ -30,59 +31,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Elements per pass: the three buffers (6 KiB) stay in L1.
 constexpr int64_t kChunk = 512;
-
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const float* p) {
-    return hn::LoadU(df, p);
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_half* p) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_bf16* p) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const hn::RebindToUnsigned<DF> du;
-    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p)))));
-}
-
-// max(v, m) where a NaN v gives m. x86 maxps returns its second operand when either is NaN, and
-// Highway's Max on the AVX2 / AVX-512 targets is maxps(a, b) (the only targets compiled here).
-template <class V>
-HWY_INLINE V MaxIgnoringNaN(V v, V m) {
-    return hn::Max(v, m);
-}
-
-template <class D, class V>
-HWY_INLINE void Put(D d, V v, typename hn::TFromD<D>* p, bool stream) {
-    if (stream) hn::Stream(v, d, p);
-    else hn::StoreU(v, d, p);
-}
-
-// fp32 -> T with one round-to-nearest-even step (float_to_half / float_to_bf16 of kbit_half.h).
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, float* p, bool stream) {
-    Put(df, v, p, stream);
-}
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF, hn::Vec<DF> v, kbit_half* p, bool stream) {
-    const hn::Rebind<hwy::float16_t, DF> dh;  // F16C / AVX-512 conversion: RN, NaN quietened
-    Put(dh, hn::DemoteTo(dh, v), reinterpret_cast<hwy::float16_t*>(p), stream);
-}
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF, hn::Vec<DF> v, kbit_bf16* p, bool stream) {
-    // Highway 1.0.3's bf16 DemoteTo truncates, so round here: + 0x7FFF + lsb, NaN kept quiet.
-    const hn::RebindToUnsigned<DF> du;
-    const hn::RebindToSigned<DF> di;
-    const hn::Rebind<uint16_t, DF> d16;
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(lsb, hn::Set(du, 0x7FFFu))));
-    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
-    Put(d16, hn::DemoteTo(d16, hn::BitCast(di, bits)), reinterpret_cast<uint16_t*>(p), stream);
-}
 
 template <class T>
 void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
