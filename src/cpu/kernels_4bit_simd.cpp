@@ -4,10 +4,6 @@
 // cannot be tested. Nibble lookups use byte shuffles (pshufb) on 16-entry tables held in registers.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_4bit_simd.cpp"
-// Only AVX2 and AVX3 kernels exist; the static baseline target is compiled empty.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
