@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include "cpu_isa.h"
 #include "cpu_optim8.h"
 #include "kbit/kbit_optim8.h"
 #include "kbit_error.h"
@@ -21,7 +20,7 @@ using kbit::optim::Kind;
 
 const kbit::ref::OptimKernels& kernels() {
     static const kbit::ref::OptimKernels* k = [] {
-        const auto* simd = kbit::cpu::optim_kernels_simd(kbit::cpu::active_isa());
+        const auto* simd = kbit::cpu::optim_kernels_simd();
         return simd != nullptr ? simd : &kbit::ref::optim_kernels();
     }();
     return *k;

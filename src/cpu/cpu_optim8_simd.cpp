@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "cpu_optim8.h"
 #include "kbit_code8_lut.h"
 #include "kbit_half.h"
@@ -20,7 +21,7 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu::HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -421,21 +422,16 @@ const ref::OptimKernels& optim_kernels() {
     static const ref::OptimKernels k = ref::make_kernels<Simd>();
     return k;
 }
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const ref::OptimKernels* optim_kernels_simd(Isa isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == Isa::Avx512) return &N_AVX3::optim_kernels();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa == Isa::Avx2 || isa == Isa::Avx512) return &N_AVX2::optim_kernels();
-#endif
-    return nullptr;
+const ref::OptimKernels* optim_kernels_simd() {
+    const auto table = for_active_isa(N_AVX3::optim_kernels, N_AVX2::optim_kernels);
+    return table != nullptr ? &table() : nullptr;
 }
 
 }  // namespace kbit::cpu

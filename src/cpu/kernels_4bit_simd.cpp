@@ -19,7 +19,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::Full256<float>;
@@ -387,17 +387,10 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 // ------------------------------------------------------------------------------------------------
 
 template <class T>
-const Quant4bitKernels<T>* quant_table() {
-    static const Quant4bitKernels<T> table{&quantize_blocks<T>, &dequantize_range<T>};
-    return &table;
-}
+const Quant4bitKernels<T> kQuantTable{&quantize_blocks<T>, &dequantize_range<T>};
+const Dot4bitKernels kDotTable{kDotGroup, &prepare, &dot_rows};
 
-const Dot4bitKernels* dot_table() {
-    static const Dot4bitKernels table{kDotGroup, &prepare, &dot_rows};
-    return &table;
-}
-
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
@@ -406,31 +399,15 @@ HWY_AFTER_NAMESPACE();
 namespace kbit::cpu {
 
 template <class T>
-const Quant4bitKernels<T>* simd_quant_4bit_kernels(int isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::quant_table<T>();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::quant_table<T>();
-#endif
-    (void)isa;
-    return nullptr;
+const Quant4bitKernels<T>* simd_quant_4bit_kernels() {
+    return for_active_isa(&N_AVX3::kQuantTable<T>, &N_AVX2::kQuantTable<T>);
 }
 
-const Dot4bitKernels* simd_dot_4bit_kernels(int isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::dot_table();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::dot_table();
-#endif
-    (void)isa;
-    return nullptr;
-}
+const Dot4bitKernels* simd_dot_4bit_kernels() { return for_active_isa(&N_AVX3::kDotTable, &N_AVX2::kDotTable); }
 
-template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>(int);
-template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>(int);
-template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>(int);
+template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>();
+template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>();
+template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>();
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

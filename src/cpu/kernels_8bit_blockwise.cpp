@@ -22,8 +22,7 @@
 #include "hwy_elem-inl.h"
 // clang-format on
 
-// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
@@ -115,54 +114,30 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
     if (stream) hwy::FlushStream();
 }
 
-// Non-template entry points, instantiated inside this target's attribute region.
+// The table's type-erased entry points.
 template <class T>
 void QuantizeT(const Code8Lut& lut, const void* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                int64_t b0, int64_t b1) {
     QuantizeBlocks(lut, static_cast<const T*>(A), absmax, out, blocksize, n, b0, b1);
 }
-void QuantizeF32(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<float>(l, A, m, o, B, n, b0, b1);
+template <class T>
+void DequantizeT(const float* code, const uint8_t* A, const float* absmax, void* out, int64_t blocksize, int64_t i0,
+                 int64_t i1, bool stream) {
+    DequantizeRange(code, A, absmax, static_cast<T*>(out), blocksize, i0, i1, stream);
 }
-void QuantizeF16(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<kbit_half>(l, A, m, o, B, n, b0, b1);
-}
-void QuantizeBF16(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<kbit_bf16>(l, A, m, o, B, n, b0, b1);
-}
-void DequantizeF32(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<float*>(o), B, i0, i1, s);
-}
-void DequantizeF16(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<kbit_half*>(o), B, i0, i1, s);
-}
-void DequantizeBF16(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<kbit_bf16*>(o), B, i0, i1, s);
-}
+
+const Blockwise8Kernels kBlockwise8{{QuantizeT<float>, QuantizeT<kbit_half>, QuantizeT<kbit_bf16>},
+                                    {DequantizeT<float>, DequantizeT<kbit_half>, DequantizeT<kbit_bf16>}};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET
+#endif  // KBIT_HWY_KERNEL_TARGET
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-#define KBIT_BLOCKWISE8_TABLE(NS)                                                                \
-    Blockwise8Kernels {                                                                          \
-        {NS::QuantizeF32, NS::QuantizeF16, NS::QuantizeBF16},                                    \
-            {NS::DequantizeF32, NS::DequantizeF16, NS::DequantizeBF16},                          \
-    }
-
-const Blockwise8Kernels* blockwise8_kernels() {
-    static const Blockwise8Kernels avx512 = KBIT_BLOCKWISE8_TABLE(N_AVX3);
-    static const Blockwise8Kernels avx2 = KBIT_BLOCKWISE8_TABLE(N_AVX2);
-    switch (active_isa()) {
-        case Isa::Avx512: return &avx512;
-        case Isa::Avx2: return &avx2;
-        default: return nullptr;
-    }
-}
+const Blockwise8Kernels* blockwise8_kernels() { return for_active_isa(&N_AVX3::kBlockwise8, &N_AVX2::kBlockwise8); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

@@ -15,8 +15,7 @@
 
 #include "hwy_elem-inl.h"
 
-// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
@@ -132,26 +131,17 @@ void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols,
     }
 }
 
+const Int8Kernels kInt8{VectorQuant, DequantMm, OutlierFlags, OutlierMatmul};
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET
+#endif  // KBIT_HWY_KERNEL_TARGET
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-#define KBIT_INT8_TABLE(NS) \
-    Int8Kernels { NS::VectorQuant, NS::DequantMm, NS::OutlierFlags, NS::OutlierMatmul }
-
-const Int8Kernels* int8_kernels() {
-    static const Int8Kernels avx512 = KBIT_INT8_TABLE(N_AVX3);
-    static const Int8Kernels avx2 = KBIT_INT8_TABLE(N_AVX2);
-    switch (active_isa()) {
-        case Isa::Avx512: return &avx512;
-        case Isa::Avx2: return &avx2;
-        default: return nullptr;
-    }
-}
+const Int8Kernels* int8_kernels() { return for_active_isa(&N_AVX3::kInt8, &N_AVX2::kInt8); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE
