@@ -1,6 +1,6 @@
-// Prints the conformance suite's dynamic_map(true) and dynamic_map(false) (tests/conformance/testutil.h)
-// as fp32 bit patterns, one table per line, so that test_dynamic_map.py can compare the Python
-// package's create_dynamic_map() with it bit for bit.
+// Prints kbit::dynamic_map(true) and dynamic_map(false) (src/common/kbit_dynamic_map.h, the tables
+// the conformance suite uses) as fp32 bit patterns, one table per line, so that test_dynamic_map.py
+// can compare the Python package's create_dynamic_map() with it bit for bit.
 #include <cstdio>
 
 #include "testutil.h"
