@@ -37,17 +37,23 @@ def fp4_index(y):
     return np.where(np.isnan(y), 0, code + sign).astype(np.uint8)
 
 
-def quantize_4bit(x, blocksize, quant_type):
-    """(packed bytes, absmax) of §3.1 on the flattened x (fp32 evaluation)."""
+def normalised_blocks(x, blocksize):
+    """x flattened in fp32 and zero-padded to whole blocks: (y = block * (1 / absmax) as [blocks, blocksize],
+    absmax per block)."""
     v = np.asarray(x).reshape(-1).astype(np.float32)
-    n = v.size
-    blocks = -(-n // blocksize)
+    blocks = -(-v.size // blocksize)
     pad = np.zeros(blocks * blocksize, np.float32)
-    pad[:n] = v
+    pad[:v.size] = v
     absmax = np.fmax.reduce(np.abs(pad.reshape(blocks, blocksize)), axis=1).astype(np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.float32(1.0) / absmax
-        y = pad.reshape(blocks, blocksize) * r[:, None]
+        y = pad.reshape(blocks, blocksize) * (np.float32(1.0) / absmax)[:, None]
+    return y, absmax
+
+
+def quantize_4bit(x, blocksize, quant_type):
+    """(packed bytes, absmax) of §3.1 on the flattened x (fp32 evaluation)."""
+    n = np.size(x)
+    y, absmax = normalised_blocks(x, blocksize)
     # An odd n's padding nibble is the code of 0 * r, like every padding element of the last block.
     idx = (nf4_index if quant_type == "nf4" else fp4_index)(y).reshape(-1)[: n + (n % 2)]
     return ((idx[0::2] << 4) | idx[1::2]).astype(np.uint8), absmax
@@ -78,15 +84,8 @@ def nearest_code(y, code):
 
 
 def quantize_blockwise(x, code, blocksize):
-    v = np.asarray(x).reshape(-1).astype(np.float32)
-    n = v.size
-    blocks = -(-n // blocksize)
-    pad = np.zeros(blocks * blocksize, np.float32)
-    pad[:n] = v
-    absmax = np.fmax.reduce(np.abs(pad.reshape(blocks, blocksize)), axis=1).astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y = (pad.reshape(blocks, blocksize) * (np.float32(1.0) / absmax)[:, None]).reshape(-1)[:n]
-    return nearest_code(y, code).reshape(np.shape(x)), absmax
+    y, absmax = normalised_blocks(x, blocksize)
+    return nearest_code(y.reshape(-1)[: np.size(x)], code).reshape(np.shape(x)), absmax
 
 
 def dequantize_blockwise(q, code, absmax, blocksize, dtype):
