@@ -26,6 +26,14 @@ inline std::vector<float> normal_floats(size_t n, uint32_t seed, float stddev = 
     return v;
 }
 
+// n uniformly random bytes (deterministic for a seed), e.g. packed 4-bit codes.
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+}
+
 // Converts fp32 values to an element type with one round-to-nearest-even step.
 template <class T>
 std::vector<T> to_elems(const std::vector<float>& v) {
