@@ -69,16 +69,8 @@ std::vector<CodeTable> lut_tables() {
 // midpoint, and random values at two scales.
 std::vector<float> probe_values(const std::vector<float>& c) {
     std::vector<float> v = adversarial_values(c);
-    for (int j = 0; j < 255; ++j) {
-        float lo = (c[j] + c[j + 1]) * 0.5f, hi = lo;
-        if (std::isnan(lo)) continue;
-        for (int s = 0; s < 32; ++s) {
-            lo = std::nextafter(lo, -INFINITY);
-            hi = std::nextafter(hi, INFINITY);
-            v.push_back(lo);
-            v.push_back(hi);
-        }
-    }
+    const auto near = midpoint_neighbours(c, 32);
+    v.insert(v.end(), near.begin(), near.end());
     v.push_back(1e-45f);
     v.push_back(-1e-45f);
     std::mt19937 rng(3);
