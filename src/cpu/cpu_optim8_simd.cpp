@@ -7,6 +7,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "hwy_code8_lut-inl.h"
 #include "hwy_elem-inl.h"
 
 #include <algorithm>
@@ -74,7 +75,7 @@ HWY_INLINE void lookup_codes(const float* code, const uint8_t* c, float* out) {
     for (size_t j = 0; j < kBlock; ++j) out[j] = code[c[j]];
 }
 
-// optim::quantize8 of a block of states under their new absmax: one bucket entry per lane from the
+// optim::quantize8 of a block of states under their new absmax: one bucket entry per state from the
 // sign-fixed (state1) or plain (state2) table. An absmax of 0 (an all-zero block: y = NaN, code 0,
 // then the sign fix) has its own vector path; any other absmax the sign fix does not hold for takes
 // the scalar rule.
@@ -99,20 +100,11 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
         return;
     }
     const VF vmax = hn::Set(df, absmax);
-    const int32_t* entries = reinterpret_cast<const int32_t*>(lut.entries());
-    const VU low16 = hn::Set(du, 0xFFFFu);
-    VU any_irregular = hn::Zero(du);  // bit 31 of any lane's sum
-    for (size_t j = 0; j < kBlock; j += N) {
-        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
-        const VU e = hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u))));
-        const VU rank = hn::And(hn::Xor(u, hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)))), low16);
-        const VU sum = e + rank;
-        any_irregular = hn::Or(any_irregular, sum);
-        hn::StoreU(hn::DemoteTo(D8(), hn::BitCast(di, hn::ShiftRight<16>(sum))), D8(), out + j);
-    }
-    if (!hn::AllFalse(di, hn::BitCast(di, any_irregular) < hn::Zero(di))) {  // irregular buckets: the search
+    HWY_ALIGN uint32_t buckets[kBlock], ranks[kBlock], entries[kBlock];
+    for (size_t j = 0; j < kBlock; j += N) StoreCode8Keys(df, hn::Load(df, s + j) / vmax, buckets + j, ranks + j);
+    if (Code8Codes(df, lut, buckets, ranks, entries, out, kBlock)) {  // irregular buckets: the search
         for (size_t j = 0; j < kBlock; ++j)
-            if (lut.find(s[j] / absmax) < 0) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
+            if (entries[j] & Code8Lut::kIrregular) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
     }
 }
 

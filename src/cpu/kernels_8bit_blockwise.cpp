@@ -1,10 +1,9 @@
 // Blockwise dynamic 8-bit quantize / dequantize kernels (Highway, one source for every x86 target).
 //
 // Both directions need one table look-up per element (a 256-entry table for dequantization, the
-// Code8Lut buckets of kbit_code8_lut.h for quantization). vpgatherdd is slow on Zen 3 (measured 0.8
-// ns per element), so each chunk runs in passes over L1 buffers: vector code computes the indices, a
-// plain look-up loop (which GCC turns into scalar loads inserted into vectors: measured 25% faster
-// than scalar stores) fills the values, and vector code finishes and stores.
+// Code8Lut buckets for quantization, hwy_code8_lut-inl.h). vpgatherdd is slow on Zen 3 (measured
+// 0.8 ns per element), so each chunk runs in passes over L1 buffers: vector code computes the
+// indices, a plain look-up loop fills the values, and vector code finishes and stores.
 #include <cmath>
 #include <cstddef>
 
@@ -19,6 +18,7 @@
 // clang-format off
 #include <hwy/highway.h>
 #include <hwy/cache_control.h>
+#include "hwy_code8_lut-inl.h"
 #include "hwy_elem-inl.h"
 // clang-format on
 
@@ -35,15 +35,11 @@ template <class T>
 void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                     int64_t block_begin, int64_t block_end) {
     const hn::ScalableTag<float> df;
-    const hn::RebindToSigned<decltype(df)> di;
-    const hn::RebindToUnsigned<decltype(df)> du;
-    const hn::Rebind<uint8_t, decltype(df)> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const uint32_t* entries = lut.entries();
     const float* code = lut.code();
-    HWY_ALIGN uint32_t ranks[kChunk];
     HWY_ALIGN uint32_t buckets[kChunk];
-    HWY_ALIGN uint32_t ent[kChunk];
+    HWY_ALIGN uint32_t ranks[kChunk];
+    HWY_ALIGN uint32_t entries[kChunk];
 
     for (int64_t b = block_begin; b < block_end; ++b) {
         const int64_t start = b * blocksize;
@@ -59,30 +55,21 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
         absmax[b] = amax;
         const float recip = 1.0f / amax;
         const auto vrecip = hn::Set(df, recip);
-        const auto low16 = hn::Set(du, 0xFFFFu);
 
         for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
             const int64_t m = kChunk < len - c0 ? kChunk : len - c0;
             const int64_t mv = m / N * N;
             const T* xc = x + c0;
+            uint8_t* qc = q + c0;
             for (int64_t j = 0; j < mv; j += N) {
                 // The next block's input, fetched while this one computes (the absmax pass would
                 // otherwise wait for memory with nothing to overlap). Prefetches never fault.
                 hwy::Prefetch(xc + j + blocksize);
-                const auto u = hn::BitCast(du, hn::Mul(LoadAsFloat(df, xc + j), vrecip));
-                const auto flip = hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)));
-                hn::Store(hn::And(hn::Xor(u, flip), low16), du, ranks + j);  // Code8Lut::rank
-                hn::Store(hn::ShiftRight<16>(u), du, buckets + j);          // Code8Lut::bucket
+                StoreCode8Keys(df, hn::Mul(LoadAsFloat(df, xc + j), vrecip), buckets + j, ranks + j);
             }
-            for (int64_t j = 0; j < mv; ++j) ent[j] = entries[buckets[j]];
-            uint8_t* qc = q + c0;
-            for (int64_t j = 0; j < mv; j += N) {
-                const auto sum = hn::Add(hn::Load(du, ent + j), hn::Load(du, ranks + j));
-                hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, qc + j);
-                if (HWY_UNLIKELY(!hn::AllFalse(di, hn::Lt(hn::BitCast(di, sum), hn::Zero(di))))) {
-                    for (int64_t l = j; l < j + N; ++l)  // irregular buckets: the search itself
-                        if (ent[l] & Code8Lut::kIrregular) qc[l] = code8_index(code, Elem<T>::load(xc[l]) * recip);
-                }
+            if (Code8Codes(df, lut, buckets, ranks, entries, qc, static_cast<size_t>(mv))) {
+                for (int64_t j = 0; j < mv; ++j)  // irregular buckets: the search itself
+                    if (entries[j] & Code8Lut::kIrregular) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
             }
             for (int64_t j = mv; j < m; ++j) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
         }
