@@ -1,7 +1,8 @@
 // hwy_elem-inl.h — kbit's element types on Highway lanes: fp32 / fp16 / bf16 loaded as fp32 lanes and
 // stored from them with one round-to-nearest-even step, NaN quietened exactly as the scalar
 // Elem<T> / float_to_half / float_to_bf16 of kbit_half.h, so SIMD and scalar paths agree bit for bit.
-// Included by each Highway kernel file after <hwy/highway.h>, once per target (the guard below
+// Also the quantizers' NaN-ignoring block absmax. Included by each Highway kernel file after
+// <hwy/highway.h>, once per target (the guard below
 // toggles with HWY_TARGET, Highway's convention for per-target headers).
 #if defined(KBIT_CPU_HWY_ELEM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KBIT_CPU_HWY_ELEM_INL_H_
@@ -15,6 +16,8 @@
 #include <type_traits>
 
 #include "kbit/kbit_core.h"
+#include "kbit_formats.h"
+#include "kbit_half.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
@@ -101,6 +104,25 @@ template <class V>
 HWY_INLINE V MaxIgnoringNaN(V v, V m) {
     static_assert(HWY_ARCH_X86, "Max's NaN rule is x86's");
     return hn::Max(v, m);
+}
+
+// absmax_fold (kbit_formats.h) over x[0, len) from `start` (absmax_start): the block absmax of the
+// quantizers, in four independent chains (a single chain waits on the max's latency).
+template <class DF, class T>
+HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    auto a0 = hn::Set(df, start), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 * N <= len; i += 4 * N) {
+        a0 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), a0);
+        a1 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + N)), a1);
+        a2 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + 2 * N)), a2);
+        a3 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + 3 * N)), a3);
+    }
+    for (; i + N <= len; i += N) a0 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), a0);
+    float amax = hn::GetLane(hn::MaxOfLanes(df, hn::Max(hn::Max(a0, a1), hn::Max(a2, a3))));  // no NaN lanes
+    for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
+    return amax;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -242,13 +242,7 @@ HWY_INLINE hn::Vec<DU32> indices(VF y, const SearchTables& st) {
 template <class T, QuantType Q>
 void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize, const SearchTables& st) {
     const DF df;
-    // absmax as ref::absmax_fold (NaN ignored), in four independent chains.
-    VF acc[4];
-    for (auto& a : acc) a = hn::Set(df, -FLT_MAX);
-    for (int64_t i = 0; i < blocksize; i += 32)
-        for (int j = 0; j < 4; ++j) acc[j] = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + 8 * j)), acc[j]);
-    const VF m = hn::Max(hn::Max(acc[0], acc[1]), hn::Max(acc[2], acc[3]));  // no NaN in acc
-    const float amax = hn::GetLane(hn::MaxOfLanes(df, m));
+    const float amax = BlockAbsmax(df, x, blocksize, absmax_start(blocksize, blocksize));
     *absmax = amax;
     const auto r = hn::Set(df, 1.0f / amax);
     for (int64_t i = 0; i < blocksize; i += 16) {

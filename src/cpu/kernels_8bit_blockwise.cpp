@@ -47,11 +47,7 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
         const T* x = A + start;
         uint8_t* q = out + start;
 
-        auto vmax = hn::Set(df, absmax_start(len, blocksize));
-        int64_t i = 0;
-        for (; i + N <= len; i += N) vmax = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), vmax);
-        float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
+        const float amax = BlockAbsmax(df, x, len, absmax_start(len, blocksize));
         absmax[b] = amax;
         const float recip = 1.0f / amax;
         const auto vrecip = hn::Set(df, recip);
