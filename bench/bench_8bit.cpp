@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "kbit/kbit_8bit.h"
+#include "kbit_dynamic_map.h"
 #include "kbit_half.h"
 
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
@@ -28,27 +29,6 @@ namespace {
 using kbit_bench::measure;
 using kbit_bench::options;
 using kbit_bench::selected;
-
-// bitsandbytes' create_dynamic_map(signed=True) (same construction as the tests' dynamic_map()).
-std::vector<float> dynamic_map_signed() {
-    std::vector<float> data;
-    for (int d = 0; d <= 6; ++d) {
-        const int F = (1 << d) + 1;
-        const float h = (1.0f - 0.1f) / static_cast<float>(F - 1);
-        std::vector<float> b(F);
-        for (int i = 0; i < F; ++i) b[i] = i < F / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(F - 1 - i);
-        const float scale = static_cast<float>(std::pow(10.0, d - 6));
-        for (int i = 0; i + 1 < F; ++i) {
-            const float mean = (b[i] + b[i + 1]) / 2.0f;
-            data.push_back(scale * mean);
-            data.push_back(-(scale * mean));
-        }
-    }
-    data.push_back(0.0f);
-    data.push_back(1.0f);
-    std::sort(data.begin(), data.end());
-    return data;
-}
 
 template <class T> struct Dtype;
 template <> struct Dtype<float> {
@@ -109,7 +89,7 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
     const bool q_sel = selected("quantize_blockwise_8bit", dt, shape);
     const bool d_sel = selected("dequantize_blockwise_8bit", dt, shape);
     if (!q_sel && !d_sel) return;
-    std::vector<float> code = dynamic_map_signed();
+    std::vector<float> code = kbit::dynamic_map(true);
     Aligned<float> x(static_cast<size_t>(n));
     kbit_bench::fill_normal(x.data(), x.size(), 1);
     Aligned<T> in(x.size());

@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "kbit/kbit_optim8.h"
+#include "kbit_dynamic_map.h"
 
 namespace {
 
@@ -45,27 +46,6 @@ void fill_values(kbit_bf16* x, size_t n, unsigned seed, float scale) {
     }
 }
 
-// bitsandbytes' dynamic maps (create_dynamic_map), for realistic code searches.
-std::vector<float> dynamic_map(bool is_signed) {
-    std::vector<float> data;
-    for (int d = 0; d <= 6; ++d) {
-        const int f = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
-        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
-        std::vector<float> b(f);
-        for (int i = 0; i < f; ++i) b[i] = i < f / 2 ? 0.1f + h * i : 1.0f - h * (f - 1 - i);
-        const float scale = static_cast<float>(std::pow(10.0, d - 6));
-        for (int i = 0; i + 1 < f; ++i) {
-            const float mean = (b[i] + b[i + 1]) / 2.0f;
-            data.push_back(scale * mean);
-            if (is_signed) data.push_back(-(scale * mean));
-        }
-    }
-    data.push_back(0.0f);
-    data.push_back(1.0f);
-    std::sort(data.begin(), data.end());
-    return data;
-}
-
 std::string shape_of(size_t n) { return n >= (size_t{1} << 20) ? std::to_string(n >> 20) + "M" : std::to_string(n); }
 
 template <class T, class F>
@@ -82,7 +62,7 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
     std::memset(s2.data, 0, s2.n);
     std::memset(a1.data, 0, a1.n * sizeof(float));
     std::memset(a2.data, 0, a2.n * sizeof(float));
-    auto q1 = dynamic_map(true), q2 = dynamic_map(false);
+    auto q1 = kbit::dynamic_map(true), q2 = kbit::dynamic_map(false);
     const double elem = sizeof(T), states = ademamix ? 3.0 : two_state ? 2.0 : 1.0;
     const double scales = (ademamix ? 3.0 : two_state ? 2.0 : 1.0) * 4.0 / 256.0;
     const double bytes = static_cast<double>(n) * (3.0 * elem + 2.0 * states + 2.0 * scales);

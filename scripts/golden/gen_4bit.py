@@ -12,13 +12,11 @@ Usage: .venv/bin/python scripts/golden/gen_4bit.py [--lib PATH]
 """
 import argparse
 import ctypes
-import glob
-import json
-import os
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from golden_blob import GOLDEN_DIR, Blob, bnb_cpu_library
+
 DTYPES = {"fp32": np.float32, "fp16": np.uint16, "bf16": np.uint16}  # 16-bit outputs kept as raw bits
 SHAPES = [(1, 2056), (3, 1000), (1, 1001), (7, 63), (1, 1)]
 BLOCKSIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -26,26 +24,17 @@ SPECIAL_SCALES = [0.0, -0.0, np.inf, -np.inf, np.nan, 70000.0, 65504.0, 1e-5, 3e
                   -2.5, 2.0 ** -14, 2.0 ** -24, 3.4028235e38, 1.0, 0.1]
 
 
-def find_lib():
-    hits = glob.glob(os.path.join(ROOT, ".venv/lib/python3*/site-packages/bitsandbytes/libbitsandbytes_cpu.so"))
-    if not hits:
-        raise SystemExit("libbitsandbytes_cpu.so not found under .venv (pip install bitsandbytes --no-deps)")
-    return hits[0]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=None)
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib or find_lib())
+    path = args.lib or bnb_cpu_library()
+    if not path:
+        raise SystemExit("libbitsandbytes_cpu.so not found under .venv (pip install bitsandbytes --no-deps)")
+    lib = ctypes.CDLL(path)
     rng = np.random.default_rng(20260801)
-    blob = bytearray()
+    blob = Blob()
     cases = []
-
-    def put(arr):
-        off = len(blob)
-        blob.extend(np.ascontiguousarray(arr).tobytes())
-        return {"offset": off, "bytes": arr.nbytes}
 
     for quant in ("nf4", "fp4"):
         for dt, np_t in DTYPES.items():
@@ -66,19 +55,16 @@ def main():
                     out = np.zeros(total, dtype=np_t)
                     fn(packed.ctypes.data, scales.ctypes.data, out.ctypes.data, bs, m, n)
                     cases.append({"quant_type": quant, "dtype": dt, "blocksize": bs, "m": m, "n": n,
-                                  "packed": put(packed), "absmax": put(scales), "out": put(out)})
+                                  "packed": blob.put(packed), "absmax": blob.put(scales), "out": blob.put(out)})
 
-    with open(os.path.join(ROOT, "tests/golden/bnb_4bit.bin"), "wb") as f:
-        f.write(bytes(blob))
     index = {
         "source": "bitsandbytes 0.50.2 libbitsandbytes_cpu.so, cdequantize_blockwise_cpu_<quant>_<dtype>",
         "generator": "scripts/golden/gen_4bit.py",
         "layout": "offsets/bytes into bnb_4bit.bin; packed uint8, absmax float32, out float32 or raw uint16 bits",
         "cases": cases,
     }
-    with open(os.path.join(ROOT, "tests/golden/bnb_4bit.json"), "w") as f:
-        json.dump(index, f, indent=1)
-    print(f"{len(cases)} cases, {len(blob)} bytes")
+    blob.save(GOLDEN_DIR, "bnb_4bit.bin", "bnb_4bit.json", index)
+    print(f"{len(cases)} cases, {len(blob.data)} bytes")
 
 
 if __name__ == "__main__":

@@ -20,16 +20,15 @@ rounded ties away from zero would be reported here instead of being recorded.
 
 import argparse
 import ctypes
-import glob
 import hashlib
-import json
 import os
 import sys
 
 import ml_dtypes
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from golden_blob import GOLDEN_DIR, Blob, bnb_cpu_library
+
 BLOCKSIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 DTYPES = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 
@@ -81,9 +80,8 @@ def absmax_values(blocks, rng):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default = glob.glob(os.path.join(ROOT, ".venv/lib/python3*/site-packages/bitsandbytes/libbitsandbytes_cpu.so"))
-    parser.add_argument("--lib", default=default[0] if default else None)
-    parser.add_argument("--out", default=os.path.join(ROOT, "tests/golden"))
+    parser.add_argument("--lib", default=bnb_cpu_library())
+    parser.add_argument("--out", default=GOLDEN_DIR)
     args = parser.parse_args()
     if not args.lib:
         sys.exit("gen_8bit.py: bitsandbytes' libbitsandbytes_cpu.so not found (pass --lib)")
@@ -96,12 +94,10 @@ def main():
         fns[name] = fn
 
     rng = np.random.default_rng(20260821)
-    blob = bytearray()
+    blob = Blob()
 
     def put(arr):
-        offset = len(blob)
-        blob.extend(np.ascontiguousarray(arr).tobytes())
-        return offset
+        return blob.put(arr)["offset"]
 
     tables = {"dynamic-signed": dynamic_map(True), "dynamic-unsigned": dynamic_map(False), "linear": linear_map(),
               "fp16-ties": tie_map()}
@@ -139,10 +135,6 @@ def main():
                 if dtype_name == "fp16":
                     cases[-1]["fp16_ties"] = ties
 
-    os.makedirs(args.out, exist_ok=True)
-    bin_path = os.path.join(args.out, "8bit_dequant.bin")
-    with open(bin_path, "wb") as f:
-        f.write(blob)
     with open(args.lib, "rb") as f:
         lib_sha = hashlib.sha256(f.read()).hexdigest()
     index = {
@@ -154,13 +146,11 @@ def main():
         "bitsandbytes_library_sha256": lib_sha,
         "fp16_rounding": "round to nearest even (vcvtps2ph); checked on the fp16-ties case",
         "file": "8bit_dequant.bin",
-        "bytes": len(blob),
+        "bytes": len(blob.data),
         "cases": cases,
     }
-    with open(os.path.join(args.out, "8bit_index.json"), "w") as f:
-        json.dump(index, f, indent=1)
-        f.write("\n")
-    print(f"wrote {len(cases)} cases, {len(blob)} bytes to {args.out}")
+    blob.save(args.out, "8bit_dequant.bin", "8bit_index.json", index)
+    print(f"wrote {len(cases)} cases, {len(blob.data)} bytes to {args.out}")
 
 
 if __name__ == "__main__":

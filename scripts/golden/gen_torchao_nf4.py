@@ -10,15 +10,13 @@ torch runs on one thread: torchao's scaler mean is torch's fp32 sum, whose order
 thread count (kbit follows the single-thread order; see src/cpu/ref/ref_4bit.cpp).
 Writes tests/golden/torchao_nf4.bin (raw arrays) and tests/golden/torchao_nf4.json (index).
 """
-import json
-import os
-
 import numpy as np
 import torch
 import torchao
 from torchao.quantization import to_nf4
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from golden_blob import GOLDEN_DIR, Blob
+
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -56,13 +54,9 @@ def inputs(gen):
 def main():
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(20260821)
-    blob = bytearray()
+    blob = Blob()
+    put = blob.put
     out_cases = []
-
-    def put(arr):
-        off = len(blob)
-        blob.extend(np.ascontiguousarray(arr).tobytes())
-        return {"offset": off, "bytes": int(arr.nbytes)}
 
     for name, shape, bs, sbs, w32 in inputs(gen):
         for dt, tdt in DTYPES.items():
@@ -79,8 +73,6 @@ def main():
                 "nf4": put(raw(t.nf4)),
                 "dequantized": put(raw(deq)),
             })
-    with open(os.path.join(ROOT, "tests/golden/torchao_nf4.bin"), "wb") as f:
-        f.write(bytes(blob))
     index = {
         "source": f"torchao {torchao.__version__} NF4Tensor (to_nf4, get_original_weight), torch {torch.__version__},"
                   " one thread",
@@ -88,9 +80,8 @@ def main():
         "layout": "offsets/bytes into torchao_nf4.bin; float32 or raw uint16 bits for fp16/bf16 values",
         "cases": out_cases,
     }
-    with open(os.path.join(ROOT, "tests/golden/torchao_nf4.json"), "w") as f:
-        json.dump(index, f, indent=1)
-    print(f"{len(out_cases)} cases, {len(blob)} bytes")
+    blob.save(GOLDEN_DIR, "torchao_nf4.bin", "torchao_nf4.json", index)
+    print(f"{len(out_cases)} cases, {len(blob.data)} bytes")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
 // The 4-bit interface of libkbit_cpu.so: argument checks (shared with every backend through
 // kbit_validate_4bit.h), thread drivers over the kernels of the active ISA, and the exported
 // functions (one template per family, stamped out per dtype and format).
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -10,39 +8,19 @@
 #include "kbit_error.h"
 #include "kbit_validate_4bit.h"
 #include "kernels_4bit.h"
+#include "parallel_range.h"
 #include "ref_4bit.h"
 
 namespace {
 
 using kbit::Elem;
 using kbit::QuantType;
+using kbit::cpu::parallel_range;
+using kbit::cpu::parallel_range_aligned;
 
 // Outputs at least this large are written with non-temporal stores: they cannot stay in the cache
 // anyway, and streaming saves the read-for-ownership of every output line.
 constexpr int64_t kStreamBytes = int64_t{8} << 20;
-
-// Splits [0, total) into one contiguous range per thread, boundaries on multiples of `align`,
-// using no more threads than give each at least `min_per_thread` units.
-template <class F>
-void parallel_split(int64_t total, int64_t align, int64_t min_per_thread, F f) {
-    if (total <= 0) return;
-    const int64_t units = (total + align - 1) / align;
-    const int64_t wanted = std::max<int64_t>(1, units * align / std::max<int64_t>(1, min_per_thread));
-    const int threads = static_cast<int>(std::min<int64_t>({wanted, units, omp_get_max_threads()}));
-    if (threads <= 1) {
-        f(int64_t{0}, total);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        auto edge = [&](int64_t j) {
-            if (j == nt) return total;
-            return std::min(total, (units / nt * j + std::min(j, units % nt)) * align);
-        };
-        f(edge(t), edge(t + 1));
-    }
-}
 
 // ------------------------------------------------------------------------------------------------
 // Drivers
@@ -52,7 +30,7 @@ template <class T>
 void quantize(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
     const auto& k = kbit::cpu::quant_4bit_kernels<T>();
     const int64_t blocks = (n + blocksize - 1) / blocksize;
-    parallel_split(blocks, 1, std::max<int64_t>(1, (int64_t{1} << 16) / blocksize),
+    parallel_range(blocks, std::max<int64_t>(1, (int64_t{1} << 16) / blocksize),
                    [&](int64_t b0, int64_t b1) { k.quantize_blocks(qt, A, absmax, out, blocksize, n, b0, b1); });
 }
 
@@ -61,7 +39,7 @@ void dequantize(QuantType qt, const uint8_t* A, const float* absmax, T* out, int
     const auto& k = kbit::cpu::quant_4bit_kernels<T>();
     const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
     // Chunks start on multiples of 64 elements: whole bytes and whole 32-element kernel groups.
-    parallel_split(n, 64, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+    parallel_range_aligned(n, 64, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
         k.dequantize_range(qt, A, absmax, out, blocksize, i0, i1, stream);
     });
 }
@@ -75,7 +53,7 @@ void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const
     const auto& dot = kbit::cpu::dot_4bit_kernels();
     const int64_t row_elems = 2 * static_cast<int64_t>(ldb);
     if (dot.group == 0 || row_elems % blocksize != 0) {  // ref ISA, or rows that do not start a block
-        parallel_split(m, 1, min_rows(k), [&](int64_t r0, int64_t r1) {
+        parallel_range(m, min_rows(k), [&](int64_t r0, int64_t r1) {
             kbit::ref::gemv_4bit_rows(k, A, B, absmax, datatype, out, ldb, blocksize, static_cast<int>(r0),
                                       static_cast<int>(r1));
         });
@@ -84,7 +62,7 @@ void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const
     std::vector<float> a(static_cast<size_t>(k)), prepared(static_cast<size_t>(k)), sums(static_cast<size_t>(m));
     for (int i = 0; i < k; ++i) a[i] = Elem<T>::load(A[i]);
     dot.prepare(a.data(), k, prepared.data());
-    parallel_split(m, 1, min_rows(k), [&](int64_t r0, int64_t r1) {
+    parallel_range(m, min_rows(k), [&](int64_t r0, int64_t r1) {
         dot.dot_rows(prepared.data(), 1, k, B, row_elems, absmax, blocksize, datatype, r0, r1, sums.data(), m);
         for (int64_t r = r0; r < r1; ++r) out[r] = Elem<T>::store(sums[r]);
     });
@@ -104,7 +82,7 @@ void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absm
     const float* scales = absmax;
     if (absmax_8bit != nullptr) {
         restored.resize(static_cast<size_t>(blocks));
-        parallel_split(blocks, 1, int64_t{1} << 16, [&](int64_t b0, int64_t b1) {
+        parallel_range(blocks, int64_t{1} << 16, [&](int64_t b0, int64_t b1) {
             for (int64_t b = b0; b < b1; ++b)
                 restored[b] = kbit::ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
         });
@@ -117,7 +95,7 @@ void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absm
         dot.prepare(a.data(), K, prepared.data() + static_cast<size_t>(i) * K);
     }
     const float* lut = quant_type == 1 ? kbit::kFp4Values : kbit::kNf4Values;
-    parallel_split(N, 1, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1) {
+    parallel_range(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1) {
         dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
         for (int i = 0; i < M; ++i)
             for (int64_t j = r0; j < r1; ++j) {
@@ -193,11 +171,11 @@ kbit_status torchao_quantize_entry(const char* fn, const T* w, uint8_t* qd, int8
         const int64_t blocks = n / block_size;
         const int64_t min_blocks = std::max<int64_t>(1, (int64_t{1} << 14) / block_size);
         std::vector<T> scalers(static_cast<size_t>(blocks));
-        parallel_split(blocks, 1, min_blocks, [&](int64_t b0, int64_t b1) {
+        parallel_range(blocks, min_blocks, [&](int64_t b0, int64_t b1) {
             kbit::ref::torchao_block_absmax(w, scalers.data(), b0, b1, block_size);
         });
         kbit::ref::torchao_scalers(scalers.data(), qs, qf, mean, blocks, scaler_block_size);
-        parallel_split(blocks, 1, min_blocks, [&](int64_t b0, int64_t b1) {
+        parallel_range(blocks, min_blocks, [&](int64_t b0, int64_t b1) {
             kbit::ref::torchao_quantize_elements(w, scalers.data(), qd, b0, b1, block_size);
         });
         return s;
@@ -217,13 +195,13 @@ kbit_status torchao_dequantize_entry(const char* fn, const uint8_t* qd, const in
         if (s == KBIT_STATUS_SUCCESS && !empty) {
             // Blocks are independent: split them across threads.
             const int64_t blocks = n / block_size;
-            parallel_split(blocks, scaler_block_size, std::max<int64_t>(1, (int64_t{1} << 16) / block_size),
-                           [&](int64_t b0, int64_t b1) {
-                               const int64_t g0 = b0 / scaler_block_size;
-                               kbit::ref::torchao_dequantize(qd + b0 * block_size / 2, qs + b0, qf + g0, mean,
-                                                             out + b0 * block_size, (b1 - b0) * block_size,
-                                                             block_size, scaler_block_size);
-                           });
+            parallel_range_aligned(blocks, scaler_block_size, std::max<int64_t>(1, (int64_t{1} << 16) / block_size),
+                                   [&](int64_t b0, int64_t b1) {
+                                       const int64_t g0 = b0 / scaler_block_size;
+                                       kbit::ref::torchao_dequantize(qd + b0 * block_size / 2, qs + b0, qf + g0, mean,
+                                                                     out + b0 * block_size, (b1 - b0) * block_size,
+                                                                     block_size, scaler_block_size);
+                                   });
         }
         return s;
     });

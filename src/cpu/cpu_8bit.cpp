@@ -43,7 +43,7 @@ int64_t block_count(int64_t n, int64_t blocksize) { return (n + blocksize - 1) /
 template <class T>
 void quantize(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
     const Blockwise8Kernels* k = blockwise8_kernels();
-    const auto lut = k != nullptr ? code8_lut(code, n >= kLutBuildElements) : nullptr;
+    const auto lut = k != nullptr ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
     if (lut == nullptr) return ref::quantize_blockwise_8bit(code, A, absmax, out, blocksize, n);
     const auto fn = k->quantize[slot_of<T>()];
     parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),

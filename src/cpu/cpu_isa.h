@@ -19,4 +19,19 @@ Isa detected_isa();
 const char* isa_cap_setting();
 bool isa_cap_valid();
 
+// Highway kernel files compile their kernels for two targets only, the AVX2 target (namespace
+// N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512: `#if KBIT_HWY_KERNEL_TARGET`
+// around the kernels, and for_active_isa in the HWY_ONCE part to pick the instance.
+#define KBIT_HWY_KERNEL_TARGET (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
+
+// The instance (kernel or kernel table) for the active ISA; nullptr under Isa::Ref.
+template <class T>
+T* for_active_isa(T* avx512, T* avx2) {
+    switch (active_isa()) {
+        case Isa::Avx512: return avx512;
+        case Isa::Avx2: return avx2;
+        default: return nullptr;
+    }
+}
+
 }  // namespace kbit::cpu

@@ -2,16 +2,12 @@
 // Highway per KBIT_CPU_ISA) and OpenMP threads over independent ranges (chunks of 4096 elements for
 // the 32-bit optimizers, 256-element blocks for the 8-bit ones), so results do not depend on the
 // thread count.
-#include <omp.h>
-
-#include <algorithm>
-
-#include "cpu_isa.h"
 #include "cpu_optim8.h"
 #include "kbit/kbit_optim8.h"
 #include "kbit_error.h"
 #include "kbit_half.h"
 #include "kbit_validate_optim8.h"
+#include "parallel_range.h"
 #include "ref_optim8.h"
 
 namespace {
@@ -21,33 +17,17 @@ using kbit::optim::Kind;
 
 const kbit::ref::OptimKernels& kernels() {
     static const kbit::ref::OptimKernels* k = [] {
-        const auto* simd = kbit::cpu::optim_kernels_simd(kbit::cpu::active_isa());
+        const auto* simd = kbit::cpu::optim_kernels_simd();
         return simd != nullptr ? simd : &kbit::ref::optim_kernels();
     }();
     return *k;
 }
 
-// Splits [0, count) into one contiguous range per OpenMP thread, each at least min_count units
-// (smaller calls stay on the caller's thread: a fork costs about as much as 10-20K elements' work).
-struct Parallel {
-    int64_t min_count;
-    template <class Fn>
-    void operator()(int64_t count, Fn&& fn) const {
-        if (count <= 0) return;
-        const int64_t max_threads = omp_get_max_threads();
-        const int64_t threads = std::min<int64_t>(max_threads, count / min_count);
-        if (threads <= 1) {
-            fn(int64_t{0}, count);
-            return;
-        }
-#pragma omp parallel num_threads(static_cast<int>(threads))
-        {
-            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const int64_t b0 = count * t / nt, b1 = count * (t + 1) / nt;
-            if (b0 < b1) fn(b0, b1);
-        }
-    }
-};
+// Runs fn(i0, i1) over [0, count) on OpenMP threads with at least `grain` units each (smaller calls
+// stay on the caller's thread: a fork costs about as much as 10-20K elements' work).
+auto parallel(int64_t grain) {
+    return [grain](int64_t count, auto&& fn) { kbit::cpu::parallel_range(count, grain, fn); };
+}
 
 template <class T>
 kbit_status optim32(const char* fn, Kind kind, T* g, T* p, float* state1, float* state2, float* unorm,
@@ -61,7 +41,7 @@ kbit_status optim32(const char* fn, Kind kind, T* g, T* p, float* state1, float*
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem32 m{g, p, state1, kbit::optim::two_state(kind) ? state2 : nullptr, n};
-        kbit::ref::run32(kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, Parallel{16});
+        kbit::ref::run32(kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, parallel(16));
         return KBIT_STATUS_SUCCESS;
     });
 }
@@ -80,7 +60,7 @@ kbit_status optim8(const char* fn, Kind kind, T* p, T* g, unsigned char* state1,
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem8 m{p,          g,          state1,  two ? state2 : nullptr, quantiles1,
                                 two ? quantiles2 : nullptr, absmax1, two ? absmax2 : nullptr, n};
-        kbit::ref::run8(kernels(), kbit::Elem<T>::dtype, kind, h, m, Parallel{64});
+        kbit::ref::run8(kernels(), kbit::Elem<T>::dtype, kind, h, m, parallel(64));
         return KBIT_STATUS_SUCCESS;
     });
 }

@@ -1,24 +1,21 @@
 // Paged-memory functions of the optimizer interface on the CPU: "managed" memory is plain 64-byte
 // aligned host memory, prefetching has nothing to do, fills are parallel stores.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdlib>
 
 #include "kbit/kbit_optim8.h"
 #include "kbit_error.h"
 #include "kbit_validate_optim8.h"
+#include "parallel_range.h"
 
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr int64_t kFillChunk = int64_t{1} << 20;  // elements per thread task
+constexpr int64_t kFillChunk = int64_t{1} << 20;  // elements per thread at least
 
 template <class T>
 void fill(T* a, T value, int64_t n) {
-    const int64_t chunks = (n + kFillChunk - 1) / kFillChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) std::fill(a + c * kFillChunk, a + std::min(n, (c + 1) * kFillChunk), value);
+    kbit::cpu::parallel_range(n, kFillChunk, [&](int64_t i0, int64_t i1) { std::fill(a + i0, a + i1, value); });
 }
 
 }  // namespace

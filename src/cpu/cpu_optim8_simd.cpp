@@ -7,9 +7,13 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "hwy_code8_lut-inl.h"
+#include "hwy_elem-inl.h"
+
 #include <algorithm>
 #include <cstring>
 
+#include "cpu_isa.h"
 #include "cpu_optim8.h"
 #include "kbit_code8_lut.h"
 #include "kbit_half.h"
@@ -18,7 +22,7 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu::HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -37,54 +41,6 @@ using VU = hn::Vec<DU>;
 using MF = hn::Mask<DF>;
 using MI = hn::Mask<DI>;
 using MU = hn::Mask<DU>;
-
-// ---- element types: N elements of T as fp32 lanes, and the RN_T round trip -----------------------
-
-template <class T>
-struct Lanes;
-
-template <>
-struct Lanes<float> {
-    static VF load(const void* base, int64_t i) { return hn::LoadU(DF(), static_cast<const float*>(base) + i); }
-    static void store(void* base, int64_t i, VF v) { hn::StoreU(v, DF(), static_cast<float*>(base) + i); }
-    static VF round(VF v) { return v; }
-};
-
-template <>
-struct Lanes<kbit_half> {  // F16C conversions: IEEE round to nearest even, like float_to_half
-    using DH = hn::Rebind<hwy::float16_t, DF>;
-    static const hwy::float16_t* at(const void* base, int64_t i) {
-        return reinterpret_cast<const hwy::float16_t*>(static_cast<const kbit_half*>(base) + i);
-    }
-    static VF load(const void* base, int64_t i) { return hn::PromoteTo(DF(), hn::LoadU(DH(), at(base, i))); }
-    static void store(void* base, int64_t i, VF v) {
-        hn::StoreU(hn::DemoteTo(DH(), v), DH(), const_cast<hwy::float16_t*>(at(base, i)));
-    }
-    static VF round(VF v) { return hn::PromoteTo(DF(), hn::DemoteTo(DH(), v)); }
-};
-
-template <>
-struct Lanes<kbit_bf16> {  // Highway 1.0.3's bf16 DemoteTo truncates: round to nearest even here
-    using D16 = hn::Rebind<uint16_t, DF>;
-    static const uint16_t* at(const void* base, int64_t i) {
-        return reinterpret_cast<const uint16_t*>(static_cast<const kbit_bf16*>(base) + i);
-    }
-    static VF load(const void* base, int64_t i) {
-        return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(D16(), at(base, i)))));
-    }
-    // The bf16 bits in the low half of each lane, as float_to_bf16.
-    static VU bits(VF v) {
-        const DU du;
-        const VU u = hn::BitCast(du, v);
-        const VU hi = hn::ShiftRight<16>(u);
-        const VU rounded = hn::ShiftRight<16>(u + hn::Set(du, 0x7FFFu) + hn::And(hi, hn::Set(du, 1u)));
-        return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(hi, hn::Set(du, 0x40u)), rounded);
-    }
-    static void store(void* base, int64_t i, VF v) {
-        hn::StoreU(hn::DemoteTo(D16(), hn::BitCast(DI(), bits(v))), D16(), const_cast<uint16_t*>(at(base, i)));
-    }
-    static VF round(VF v) { return hn::BitCast(DF(), hn::ShiftLeft<16>(bits(v))); }
-};
 
 // ---- broadcast constants ---------------------------------------------------------------------
 
@@ -108,10 +64,8 @@ HWY_INLINE VF sign_of(const VConsts& k, VF x) {
     return hn::IfThenElse(x > k.zero, k.one, hn::IfThenElse(x < k.zero, k.minus_one, k.zero));
 }
 
-// absmax_fold on lanes: a NaN state does not count. x86 (v)maxps returns its second operand unless
-// the first is greater, so Max(|s|, acc) is exactly (|s| > acc) ? |s| : acc (these kernels are
-// compiled for x86 targets only).
-HWY_INLINE VF fold_absmax(VF acc, VF s) { return hn::Max(hn::Abs(s), acc); }
+// absmax_fold on lanes: a NaN state does not count.
+HWY_INLINE VF fold_absmax(VF acc, VF s) { return MaxIgnoringNaN(hn::Abs(s), acc); }
 
 // ---- 8-bit codes -------------------------------------------------------------------------------
 
@@ -121,49 +75,36 @@ HWY_INLINE void lookup_codes(const float* code, const uint8_t* c, float* out) {
     for (size_t j = 0; j < kBlock; ++j) out[j] = code[c[j]];
 }
 
-// optim::quantize8 of a block of states under their new absmax, as Code8Lut::lookup: one bucket
-// entry per lane. An absmax of 0 (an all-zero block: y = NaN, code 0, then the sign fix) has its own
-// vector path; any other absmax the table does not cover takes the scalar rule.
+// optim::quantize8 of a block of states under their new absmax: one bucket entry per state from the
+// sign-fixed (state1) or plain (state2) table. An absmax of 0 (an all-zero block: y = NaN, code 0,
+// then the sign fix) has its own vector path; any other absmax the sign fix does not hold for takes
+// the scalar rule.
 HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax, uint8_t* out) {
     const DF df;
     const DI di;
     const DU du;
     const size_t N = hn::Lanes(df);
-    if (!Code8Lut::fast_absmax(absmax)) {
+    if (!Code8Lut::keeps_sign(absmax)) {
         if (absmax == 0.0f) {
-            const bool code0_neg = std::signbit(lut.code()[0]) && lut.is_signed();
+            const bool code0_neg = std::signbit(lut.code()[0]) && lut.sign_fix();
             for (size_t j = 0; j < kBlock; j += N) {
                 const VF sv = hn::Load(df, s + j);
                 const MI s_neg = hn::BitCast(di, sv) < hn::Zero(di);
-                const MI fix = lut.is_signed() ? (code0_neg ? hn::Not(s_neg) : s_neg) : hn::FirstN(di, 0);
+                const MI fix = lut.sign_fix() ? (code0_neg ? hn::Not(s_neg) : s_neg) : hn::FirstN(di, 0);
                 const VI step = hn::IfThenElse(hn::RebindMask(di, sv > hn::Zero(df)), hn::Set(di, 1), hn::Set(di, 255));
                 hn::StoreU(hn::DemoteTo(D8(), hn::IfThenElseZero(fix, step)), D8(), out + j);
             }
         } else {
-            for (size_t j = 0; j < kBlock; ++j) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
+            for (size_t j = 0; j < kBlock; ++j) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
         }
         return;
     }
     const VF vmax = hn::Set(df, absmax);
-    const int32_t* entries = reinterpret_cast<const int32_t*>(lut.entries());
-    const VU low16 = hn::Set(du, 0xFFFFu), low8 = hn::Set(du, 0xFFu), slow = hn::Set(du, Code8Lut::kSlow);
-    MU any_slow = hn::FirstN(du, 0);
-    for (size_t j = 0; j < kBlock; j += N) {
-        const VU u = hn::BitCast(du, hn::Load(df, s + j) / vmax);
-        const VU e = hn::BitCast(du, hn::GatherIndex(di, entries, hn::BitCast(di, hn::ShiftRight<16>(u))));
-        const VU rank = hn::And(hn::Xor(u, hn::BitCast(du, hn::BroadcastSignBit(hn::BitCast(di, u)))), low16);
-        const MU up = hn::RebindMask(du, hn::BitCast(di, rank) > hn::BitCast(di, hn::ShiftRight<16>(e)));
-        const VU r = hn::And(hn::IfThenElse(up, hn::ShiftRight<8>(e), e), low8);
-        any_slow = hn::Or(any_slow, e == slow);
-        hn::StoreU(hn::DemoteTo(D8(), hn::BitCast(di, r)), D8(), out + j);
-    }
-    if (!hn::AllFalse(du, any_slow)) {  // runs with several midpoints: the search itself
-        for (size_t j = 0; j < kBlock; ++j) {
-            uint32_t bits;
-            const float y = s[j] / absmax;
-            std::memcpy(&bits, &y, sizeof bits);
-            if (lut.entries()[bits >> 16] == Code8Lut::kSlow) out[j] = quantize8(lut.code(), s[j], absmax, lut.is_signed());
-        }
+    HWY_ALIGN uint32_t buckets[kBlock], ranks[kBlock], entries[kBlock];
+    for (size_t j = 0; j < kBlock; j += N) StoreCode8Keys(df, hn::Load(df, s + j) / vmax, buckets + j, ranks + j);
+    if (Code8Codes(df, lut, buckets, ranks, entries, out, kBlock)) {  // irregular buckets: the search
+        for (size_t j = 0; j < kBlock; ++j)
+            if (entries[j] & Code8Lut::kIrregular) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
     }
 }
 
@@ -196,7 +137,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const VF a3 = K == Kind::AdEMAMix ? hn::Set(df, *b.a3) : k.zero;
     VF max1 = k.lowest, max2 = k.lowest, max3 = k.lowest;
     for (size_t j = 0; j < kBlock; j += N) {
-        const VF graw = Lanes<T>::load(b.g, j);
+        const VF graw = LoadAsFloat(df, b.g + j);
         const MF finite = hn::IsFinite(graw);
         const VF g = graw * k.gnorm;
         VF vj = hn::Load(df, v + j) * a2;
@@ -207,7 +148,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         hn::Store(vj, df, v + j);
         max1 = fold_absmax(max1, mj);
         max2 = fold_absmax(max2, vj);
-        const VF p = Lanes<T>::load(b.p, j);
+        const VF p = LoadAsFloat(df, b.p + j);
         VF pn;
         if (K == Kind::AdEMAMix) {
             VF m2j = hn::Load(df, m2 + j) * a3;
@@ -218,8 +159,8 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         } else {
             pn = KBIT_OPT_ADAM_PARAM(p, mj, vj, k.step_size, k.eps_c2);
         }
-        if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
-        Lanes<T>::store(b.p, j, hn::IfThenElse(finite, pn, p));  // the store rounds pn
+        if (c.has_wd) pn = RoundTo<T>(df, pn) * k.decay;
+        StoreFromFloat(df, hn::IfThenElse(finite, pn, p), b.p + j);  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1)), new2 = hn::GetLane(hn::MaxOfLanes(df, max2));
     *b.a1 = new1;
@@ -243,13 +184,13 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
     const MF all = hn::FirstN(df, N);
     VF max1 = k.lowest;
     for (size_t j = 0; j < kBlock; j += N) {
-        const VF graw = Lanes<T>::load(b.g, j);
+        const VF graw = LoadAsFloat(df, b.g + j);
         const MF active = c.skip_zeros ? graw != k.zero : all;
         MF step = active;
-        VF p = Lanes<T>::load(b.p, j);
+        VF p = LoadAsFloat(df, b.p + j);
         VF g = graw * k.gnorm;
         if (c.has_wd) {
-            if (K == Kind::Lion) p = hn::IfThenElse(active, Lanes<T>::round(p * k.decay), p);
+            if (K == Kind::Lion) p = hn::IfThenElse(active, RoundTo<T>(df, p * k.decay), p);
             else g = g + p * k.wd;
         }
         const VF sj = hn::Load(df, s + j) * a1;
@@ -264,7 +205,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
             sn = KBIT_OPT_ACCUMULATE_SQ(sj, g);
             pn = KBIT_OPT_RMS_PARAM(p, graw, sn, k.one, k.lr, k.eps);
         } else {  // Lion
-            const VF d = Lanes<T>::round(k.lr * sign_of(k, KBIT_OPT_EMA(sj, k.beta1, k.omb1, g)));
+            const VF d = RoundTo<T>(df, k.lr * sign_of(k, KBIT_OPT_EMA(sj, k.beta1, k.omb1, g)));
             if (c.skip_zeros) step = hn::And(step, d != k.zero);
             sn = KBIT_OPT_EMA(sj, k.beta2, k.omb2, g);
             pn = p - d;
@@ -272,7 +213,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         const VF snew = hn::IfThenElse(active, sn, sj);
         hn::Store(snew, df, s + j);
         max1 = fold_absmax(max1, snew);
-        Lanes<T>::store(b.p, j, hn::IfThenElse(step, pn, p));  // the store rounds pn
+        StoreFromFloat(df, hn::IfThenElse(step, pn, p), b.p + j);  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1));
     *b.a1 = new1;
@@ -284,7 +225,7 @@ void block_one_state(const Consts& c, const VConsts& k, const Block<T>& b, const
 // norm_term32 on lanes.
 template <class T, Kind K>
 VF norm_term(const Consts& c, const VConsts& k, VF graw, VF s1, VF s2) {
-    const VF g = Lanes<T>::round(graw * k.gnorm);
+    const VF g = RoundTo<T>(DF(), graw * k.gnorm);
     VF x;
     if (K == Kind::Adam) {
         x = KBIT_OPT_ADAM_NORM_TERM(KBIT_OPT_EMA(s1, k.beta1, k.omb1, g), KBIT_OPT_EMA_SQ(s2, k.beta2, k.omb2, g),
@@ -328,12 +269,13 @@ struct Simd {
         const int64_t vecs = kNormLanes / N;  // vectors per group of kNormLanes elements: 2 or 1
         VF acc[2] = {k.zero, k.zero};
         const int64_t begin = chunk * kNormChunk, end = std::min(begin + kNormChunk, m.n);
+        const T* grad = static_cast<const T*>(m.g);
         int64_t i = begin;
         for (; i + kNormLanes <= end; i += kNormLanes) {
             for (int64_t v = 0; v < vecs; ++v) {
                 const int64_t at = i + v * N;
                 const VF s2 = two_state(K) ? hn::LoadU(df, m.s2 + at) : k.zero;
-                acc[v] = acc[v] + norm_term<T, K>(c, k, Lanes<T>::load(m.g, at), hn::LoadU(df, m.s1 + at), s2);
+                acc[v] = acc[v] + norm_term<T, K>(c, k, LoadAsFloat(df, grad + at), hn::LoadU(df, m.s1 + at), s2);
             }
         }
         HWY_ALIGN float lanes[kNormLanes];
@@ -341,7 +283,7 @@ struct Simd {
         for (; i < end; ++i) {
             const float s2 = two_state(K) ? m.s2[i] : 0.0f;
             float& a = lanes[(i - begin) % kNormLanes];
-            a = a + norm_term32<T, K>(c, Elem<T>::load(static_cast<const T*>(m.g)[i]), m.s1[i], s2);
+            a = a + norm_term32<T, K>(c, Elem<T>::load(grad[i]), m.s1[i], s2);
         }
         return fold_lanes(lanes);
     }
@@ -352,12 +294,14 @@ struct Simd {
         const VConsts k(c);
         const MF all = hn::FirstN(df, static_cast<size_t>(N));
         float* s3p = K == Kind::AdEMAMix ? m.s1 + m.n : nullptr;
+        T* param = static_cast<T*>(m.p);
+        const T* grad = static_cast<const T*>(m.g);
         int64_t i = begin;
         for (; i + N <= end; i += N) {
-            VF p = Lanes<T>::load(m.p, i);
-            VF g = Lanes<T>::round(Lanes<T>::load(m.g, i) * k.gnorm);
+            VF p = LoadAsFloat(df, param + i);
+            VF g = RoundTo<T>(df, LoadAsFloat(df, grad + i) * k.gnorm);
             if ((K == Kind::Momentum || K == Kind::RMSprop || K == Kind::Adagrad) && c.has_wd)
-                g = Lanes<T>::round(g + p * k.wd);
+                g = RoundTo<T>(df, g + p * k.wd);
             const MF active = c.skip_zeros && K != Kind::AdEMAMix ? g != k.zero : all;
             VF s1 = hn::LoadU(df, m.s1 + i);
             if (K == Kind::AdEMAMix) {
@@ -366,7 +310,7 @@ struct Simd {
                 s3 = KBIT_OPT_EMA(s3, k.beta3, k.omb3, g);
                 s2 = KBIT_OPT_EMA_SQ_LEFT(s2, k.beta2, k.omb2, g);
                 p = KBIT_OPT_ADEMAMIX_PARAM(p, s1, s3, s2, k.lr, k.c1, k.alpha, k.c2, k.eps);
-                if (c.has_wd) p = Lanes<T>::round(p) * k.decay;
+                if (c.has_wd) p = RoundTo<T>(df, p) * k.decay;
                 hn::StoreU(s2, df, m.s2 + i);
                 hn::StoreU(s3, df, s3p + i);
             } else if (K == Kind::Adam) {
@@ -374,7 +318,7 @@ struct Simd {
                 const VF s1n = KBIT_OPT_EMA(s1, k.beta1, k.omb1, g);
                 const VF s2n = KBIT_OPT_EMA_SQ(s2, k.beta2, k.omb2, g);
                 VF pn = KBIT_OPT_ADAM_PARAM(p, s1n, s2n, k.su, k.eps_c2);
-                if (c.has_wd) pn = Lanes<T>::round(pn) * k.decay;
+                if (c.has_wd) pn = RoundTo<T>(df, pn) * k.decay;
                 p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
                 hn::StoreU(hn::IfThenElse(active, s2n, s2), df, m.s2 + i);
@@ -390,14 +334,14 @@ struct Simd {
                     s1n = KBIT_OPT_ACCUMULATE_SQ(s1, g);
                     pn = KBIT_OPT_RMS_PARAM(p, g, s1n, k.one, k.lr, k.eps);
                 } else {  // Lion
-                    const VF pd = c.has_wd ? Lanes<T>::round(p * k.decay) : p;
+                    const VF pd = c.has_wd ? RoundTo<T>(df, p * k.decay) : p;
                     pn = KBIT_OPT_LION_PARAM(pd, k.u, k.lr, sign_of(k, KBIT_OPT_EMA(s1, k.beta1, k.omb1, g)));
                     s1n = KBIT_OPT_EMA(s1, k.beta2, k.omb2, g);
                 }
                 p = hn::IfThenElse(active, pn, p);
                 s1 = hn::IfThenElse(active, s1n, s1);
             }
-            Lanes<T>::store(m.p, i, p);  // rounds the new values; unchanged ones are exact
+            StoreFromFloat(df, p, param + i);  // rounds the new values; unchanged ones are exact
             hn::StoreU(s1, df, m.s1 + i);
         }
         if (i < end) ref::optim_kernels().update32[ref::dtype_index(Elem<T>::dtype)][static_cast<int>(K)](c, m, i, end);
@@ -410,8 +354,7 @@ struct Simd {
             l2 = two_state(K) ? code8_lut(m.q2, false) : l1;
         } catch (...) {
         }
-        if (!l1 || !l2 || !l1->ok() || !l2->ok()) {  // no bucket table (out of memory, or a table it
-                                                     // does not cover): the search itself
+        if (!l1 || !l2) {  // out of memory for the bucket tables: the search itself
             ref::optim_kernels().blocks8[ref::dtype_index(Elem<T>::dtype)][static_cast<int>(K)](c, m, block_begin,
                                                                                                   block_end);
             return;
@@ -471,21 +414,16 @@ const ref::OptimKernels& optim_kernels() {
     static const ref::OptimKernels k = ref::make_kernels<Simd>();
     return k;
 }
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const ref::OptimKernels* optim_kernels_simd(Isa isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == Isa::Avx512) return &N_AVX3::optim_kernels();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa == Isa::Avx2 || isa == Isa::Avx512) return &N_AVX2::optim_kernels();
-#endif
-    return nullptr;
+const ref::OptimKernels* optim_kernels_simd() {
+    const auto table = for_active_isa(N_AVX3::optim_kernels, N_AVX2::optim_kernels);
+    return table != nullptr ? &table() : nullptr;
 }
 
 }  // namespace kbit::cpu

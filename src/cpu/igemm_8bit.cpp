@@ -17,8 +17,7 @@
 #include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 
-// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
@@ -251,18 +250,12 @@ void IgemmS32(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, con
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET
+#endif  // KBIT_HWY_KERNEL_TARGET
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-IgemmFn igemm_s32_kernel() {
-    switch (active_isa()) {
-        case Isa::Avx512: return N_AVX3::IgemmS32;
-        case Isa::Avx2: return N_AVX2::IgemmS32;
-        default: return nullptr;
-    }
-}
+IgemmFn igemm_s32_kernel() { return for_active_isa(N_AVX3::IgemmS32, N_AVX2::IgemmS32); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

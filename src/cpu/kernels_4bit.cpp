@@ -1,7 +1,6 @@
 // The 4-bit kernel tables of the active ISA, chosen once (see kernels_4bit.h).
 #include "kernels_4bit.h"
 
-#include "cpu_isa.h"
 #include "ref_4bit.h"
 
 namespace kbit::cpu {
@@ -18,7 +17,7 @@ void ref_dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T
 template <class T>
 const Quant4bitKernels<T>& quant_4bit_kernels() {
     static const Quant4bitKernels<T> table = [] {
-        if (const auto* simd = simd_quant_4bit_kernels<T>(static_cast<int>(active_isa()))) return *simd;
+        if (const auto* simd = simd_quant_4bit_kernels<T>()) return *simd;
         return Quant4bitKernels<T>{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
     }();
     return table;
@@ -26,7 +25,7 @@ const Quant4bitKernels<T>& quant_4bit_kernels() {
 
 const Dot4bitKernels& dot_4bit_kernels() {
     static const Dot4bitKernels table = [] {
-        if (const auto* simd = simd_dot_4bit_kernels(static_cast<int>(active_isa()))) return *simd;
+        if (const auto* simd = simd_dot_4bit_kernels()) return *simd;
         return Dot4bitKernels{0, nullptr, nullptr};
     }();
     return table;

@@ -43,9 +43,10 @@ const Quant4bitKernels<T>& quant_4bit_kernels();
 // The SIMD dot kernels of the active ISA; group == 0 when the active ISA is ref.
 const Dot4bitKernels& dot_4bit_kernels();
 
-// Per-ISA tables, defined by kernels_4bit_simd.cpp (Highway targets AVX2 and AVX3).
+// The SIMD tables of the active ISA (Highway targets AVX2 and AVX3, kernels_4bit_simd.cpp); nullptr
+// under ref.
 template <class T>
-const Quant4bitKernels<T>* simd_quant_4bit_kernels(int isa);
-const Dot4bitKernels* simd_dot_4bit_kernels(int isa);
+const Quant4bitKernels<T>* simd_quant_4bit_kernels();
+const Dot4bitKernels* simd_dot_4bit_kernels();
 
 }  // namespace kbit::cpu

@@ -4,12 +4,10 @@
 // cannot be tested. Nibble lookups use byte shuffles (pshufb) on 16-entry tables held in registers.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_4bit_simd.cpp"
-// Only AVX2 and AVX3 kernels exist; the static baseline target is compiled empty.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include "hwy_elem-inl.h"
 
 #include <algorithm>
 #include <cstring>
@@ -21,7 +19,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::Full256<float>;
@@ -103,48 +101,18 @@ HWY_INLINE void lookup_f32(const Planes& t, VU8 idx, VF f[4]) {
 // Dequantize
 // ------------------------------------------------------------------------------------------------
 
-template <class T>
-HWY_INLINE void store_vec(hn::Vec<hn::Full256<T>> v, T* p, bool stream) {
-    const hn::Full256<T> d;
-    if (stream) hn::Stream(v, d, p);
-    else hn::StoreU(v, d, p);
-}
-
 // 16 scaled table entries rounded to T, as two byte planes (low and high byte of each entry).
 struct Planes16 {
     VU8 lo, hi;
 };
-
-HWY_INLINE hn::Vec<DU16> round_bf16(VF v) {
-    const DU32 du;
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7FFF)), lsb));
-    const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40));
-    const auto is_nan = (hn::BitCast(DI32(), hn::And(u, hn::Set(du, 0x7FFFFFFF))) > hn::Set(DI32(), 0x7F800000));
-    const auto r = hn::IfThenElse(hn::RebindMask(du, is_nan), quiet, rounded);
-    const hn::Full128<uint16_t> d16;
-    return hn::ZeroExtendVector(DU16(), hn::DemoteTo(d16, hn::BitCast(DI32(), r)));
-}
-
-template <class T>
-HWY_INLINE hn::Vec<DU16> round_16(VF v) {
-    if constexpr (std::is_same_v<T, kbit_half>) {
-        const hn::Full128<hwy::float16_t> dh;
-        return hn::ZeroExtendVector(DU16(), hn::BitCast(hn::Full128<uint16_t>(), hn::DemoteTo(dh, v)));
-    } else {
-        return round_bf16(v);
-    }
-}
 
 template <class T>
 HWY_INLINE Planes16 make_planes16(const float* lut, float scale) {
     const DF df;
     const DU8 d8;
     const auto s = hn::Set(df, scale);
-    const auto h0 = round_16<T>(hn::Mul(hn::LoadU(df, lut), s));      // entries 0-7 (lower half)
-    const auto h1 = round_16<T>(hn::Mul(hn::LoadU(df, lut + 8), s));  // entries 8-15
-    const auto h = hn::ConcatLowerLower(DU16(), h1, h0);             // entries 0-7 | 8-15
+    const auto h = hn::Combine(DU16(), DemoteToBits<T>(df, hn::Mul(hn::LoadU(df, lut + 8), s)),
+                               DemoteToBits<T>(df, hn::Mul(hn::LoadU(df, lut), s)));  // entries 0-7 | 8-15
     alignas(32) static constexpr uint8_t split[32] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                                       0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
     // u64 lanes: lo(0-7), hi(0-7), lo(8-15), hi(8-15)
@@ -180,7 +148,7 @@ void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* ou
             const auto scale = hn::Set(df, absmax[i >> shift]);
             VF f[4];
             lookup_f32(planes, nibble_indices(A + i / 2, arrange), f);
-            for (int m = 0; m < 4; ++m) store_vec<float>(hn::Mul(f[m], scale), out + i + 8 * m, stream);
+            for (int m = 0; m < 4; ++m) StoreOrStream(hn::Mul(f[m], scale), df, out + i + 8 * m, stream);
         }
     } else {
         using U = uint16_t;
@@ -197,8 +165,8 @@ void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* ou
             }
             const VU8 idx = nibble_indices(A + i / 2, arrange);
             const VU8 lo = hn::TableLookupBytes(t.lo, idx), hi = hn::TableLookupBytes(t.hi, idx);
-            store_vec<U>(hn::BitCast(d16, hn::InterleaveLower(d8, lo, hi)), o + i, stream);
-            store_vec<U>(hn::BitCast(d16, hn::InterleaveUpper(d8, lo, hi)), o + i + 16, stream);
+            StoreOrStream(hn::BitCast(d16, hn::InterleaveLower(d8, lo, hi)), d16, o + i, stream);
+            StoreOrStream(hn::BitCast(d16, hn::InterleaveUpper(d8, lo, hi)), d16, o + i + 16, stream);
         }
     }
     if (i < i1) ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i, i1);
@@ -207,20 +175,6 @@ void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* ou
 // ------------------------------------------------------------------------------------------------
 // Quantize
 // ------------------------------------------------------------------------------------------------
-
-template <class T>
-HWY_INLINE VF load_f32(const T* p) {
-    const DF df;
-    if constexpr (std::is_same_v<T, float>) {
-        return hn::LoadU(df, p);
-    } else if constexpr (std::is_same_v<T, kbit_half>) {
-        const hn::Full128<hwy::float16_t> dh;
-        return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-    } else {
-        const hn::Full128<hwy::bfloat16_t> db;
-        return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-    }
-}
 
 // Lookup of 4 floats (duplicated per 128-bit block) by bits 0-1 of each lane: vpermilps, which
 // Highway 1.0.3 does not expose for 256-bit vectors, and which is much cheaper than the cross-block
@@ -288,21 +242,11 @@ HWY_INLINE hn::Vec<DU32> indices(VF y, const SearchTables& st) {
 template <class T, QuantType Q>
 void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize, const SearchTables& st) {
     const DF df;
-    // absmax: |x| > acc keeps acc for NaN, as ref::absmax_fold; four independent chains.
-    VF acc[4];
-    for (auto& a : acc) a = hn::Set(df, -FLT_MAX);
-    for (int64_t i = 0; i < blocksize; i += 32) {
-        for (int j = 0; j < 4; ++j) {
-            const auto a = hn::Abs(load_f32(x + i + 8 * j));
-            acc[j] = hn::IfThenElse((a > acc[j]), a, acc[j]);
-        }
-    }
-    const VF m = hn::Max(hn::Max(acc[0], acc[1]), hn::Max(acc[2], acc[3]));  // no NaN in acc
-    const float amax = hn::GetLane(hn::MaxOfLanes(df, m));
+    const float amax = BlockAbsmax(df, x, blocksize, absmax_start(blocksize, blocksize));
     *absmax = amax;
     const auto r = hn::Set(df, 1.0f / amax);
     for (int64_t i = 0; i < blocksize; i += 16) {
-        const auto v0 = load_f32(x + i), v1 = load_f32(x + i + 8);
+        const auto v0 = LoadAsFloat(df, x + i), v1 = LoadAsFloat(df, x + i + 8);
         const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
         const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
         const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
@@ -437,17 +381,10 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 // ------------------------------------------------------------------------------------------------
 
 template <class T>
-const Quant4bitKernels<T>* quant_table() {
-    static const Quant4bitKernels<T> table{&quantize_blocks<T>, &dequantize_range<T>};
-    return &table;
-}
+const Quant4bitKernels<T> kQuantTable{&quantize_blocks<T>, &dequantize_range<T>};
+const Dot4bitKernels kDotTable{kDotGroup, &prepare, &dot_rows};
 
-const Dot4bitKernels* dot_table() {
-    static const Dot4bitKernels table{kDotGroup, &prepare, &dot_rows};
-    return &table;
-}
-
-#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
@@ -456,31 +393,15 @@ HWY_AFTER_NAMESPACE();
 namespace kbit::cpu {
 
 template <class T>
-const Quant4bitKernels<T>* simd_quant_4bit_kernels(int isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::quant_table<T>();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::quant_table<T>();
-#endif
-    (void)isa;
-    return nullptr;
+const Quant4bitKernels<T>* simd_quant_4bit_kernels() {
+    return for_active_isa(&N_AVX3::kQuantTable<T>, &N_AVX2::kQuantTable<T>);
 }
 
-const Dot4bitKernels* simd_dot_4bit_kernels(int isa) {
-#if HWY_TARGETS & HWY_AVX3
-    if (isa == static_cast<int>(Isa::Avx512)) return N_AVX3::dot_table();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    if (isa >= static_cast<int>(Isa::Avx2)) return N_AVX2::dot_table();
-#endif
-    (void)isa;
-    return nullptr;
-}
+const Dot4bitKernels* simd_dot_4bit_kernels() { return for_active_isa(&N_AVX3::kDotTable, &N_AVX2::kDotTable); }
 
-template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>(int);
-template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>(int);
-template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>(int);
+template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>();
+template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>();
+template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>();
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "code8_lut.h"
 #include "kbit/kbit_core.h"
+#include "kbit_code8_lut.h"
 
 namespace kbit::cpu {
 

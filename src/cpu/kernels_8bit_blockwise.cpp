@@ -1,10 +1,9 @@
 // Blockwise dynamic 8-bit quantize / dequantize kernels (Highway, one source for every x86 target).
 //
 // Both directions need one table look-up per element (a 256-entry table for dequantization, the
-// Code8Lut buckets for quantization). vpgatherdd is slow on Zen 3 (measured 0.8 ns per element), so
-// each chunk runs in passes over L1 buffers: vector code computes the indices, a plain look-up loop
-// (which GCC turns into scalar loads inserted into vectors: measured 25% faster than scalar stores)
-// fills the values, and vector code finishes and stores.
+// Code8Lut buckets for quantization, hwy_code8_lut-inl.h). vpgatherdd is slow on Zen 3 (measured
+// 0.8 ns per element), so each chunk runs in passes over L1 buffers: vector code computes the
+// indices, a plain look-up loop fills the values, and vector code finishes and stores.
 #include <cmath>
 #include <cstddef>
 
@@ -19,10 +18,11 @@
 // clang-format off
 #include <hwy/highway.h>
 #include <hwy/cache_control.h>
+#include "hwy_code8_lut-inl.h"
+#include "hwy_elem-inl.h"
 // clang-format on
 
-// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
@@ -31,73 +31,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Elements per pass: the three buffers (6 KiB) stay in L1.
 constexpr int64_t kChunk = 512;
 
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const float* p) {
-    return hn::LoadU(df, p);
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_half* p) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_bf16* p) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const hn::RebindToUnsigned<DF> du;
-    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p)))));
-}
-
-// max(v, m) where a NaN v gives m. x86 maxps returns its second operand when either is NaN, and
-// Highway's Max on the AVX2 / AVX-512 targets is maxps(a, b) (the only targets compiled here).
-template <class V>
-HWY_INLINE V MaxIgnoringNaN(V v, V m) {
-    return hn::Max(v, m);
-}
-
-template <class D, class V>
-HWY_INLINE void Put(D d, V v, typename hn::TFromD<D>* p, bool stream) {
-    if (stream) hn::Stream(v, d, p);
-    else hn::StoreU(v, d, p);
-}
-
-// fp32 -> T with one round-to-nearest-even step (float_to_half / float_to_bf16 of kbit_half.h).
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, float* p, bool stream) {
-    Put(df, v, p, stream);
-}
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF, hn::Vec<DF> v, kbit_half* p, bool stream) {
-    const hn::Rebind<hwy::float16_t, DF> dh;  // F16C / AVX-512 conversion: RN, NaN quietened
-    Put(dh, hn::DemoteTo(dh, v), reinterpret_cast<hwy::float16_t*>(p), stream);
-}
-template <class DF>
-HWY_INLINE void StoreFromFloat(DF, hn::Vec<DF> v, kbit_bf16* p, bool stream) {
-    // Highway 1.0.3's bf16 DemoteTo truncates, so round here: + 0x7FFF + lsb, NaN kept quiet.
-    const hn::RebindToUnsigned<DF> du;
-    const hn::RebindToSigned<DF> di;
-    const hn::Rebind<uint16_t, DF> d16;
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(lsb, hn::Set(du, 0x7FFFu))));
-    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
-    Put(d16, hn::DemoteTo(d16, hn::BitCast(di, bits)), reinterpret_cast<uint16_t*>(p), stream);
-}
-
 template <class T>
 void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                     int64_t block_begin, int64_t block_end) {
     const hn::ScalableTag<float> df;
-    const hn::RebindToSigned<decltype(df)> di;
-    const hn::RebindToUnsigned<decltype(df)> du;
-    const hn::Rebind<uint8_t, decltype(df)> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    // Entries are indexed by the clamped bucket number itself (negative below zero).
-    const uint32_t* bucket = lut.entries() - Code8Lut::kFirstBucket;
     const float* code = lut.code();
-    HWY_ALIGN int32_t keys[kChunk];
-    HWY_ALIGN int32_t idx[kChunk];
-    HWY_ALIGN uint32_t ent[kChunk];
+    HWY_ALIGN uint32_t buckets[kChunk];
+    HWY_ALIGN uint32_t ranks[kChunk];
+    HWY_ALIGN uint32_t entries[kChunk];
 
     for (int64_t b = block_begin; b < block_end; ++b) {
         const int64_t start = b * blocksize;
@@ -105,45 +47,25 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
         const T* x = A + start;
         uint8_t* q = out + start;
 
-        auto vmax = hn::Set(df, absmax_start(len, blocksize));
-        int64_t i = 0;
-        for (; i + N <= len; i += N) vmax = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), vmax);
-        float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
+        const float amax = BlockAbsmax(df, x, len, absmax_start(len, blocksize));
         absmax[b] = amax;
         const float recip = 1.0f / amax;
         const auto vrecip = hn::Set(df, recip);
-        const auto neg_inf = hn::Set(df, -HUGE_VALF);
 
         for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
             const int64_t m = kChunk < len - c0 ? kChunk : len - c0;
             const int64_t mv = m / N * N;
             const T* xc = x + c0;
+            uint8_t* qc = q + c0;
             for (int64_t j = 0; j < mv; j += N) {
                 // The next block's input, fetched while this one computes (the absmax pass would
                 // otherwise wait for memory with nothing to overlap). Prefetches never fault.
                 hwy::Prefetch(xc + j + blocksize);
-                // NaN becomes -inf: same search result (index 0 for every table), and the
-                // order-preserving key stays well defined.
-                const auto y = MaxIgnoringNaN(hn::Mul(LoadAsFloat(df, xc + j), vrecip), neg_inf);
-                const auto u = hn::BitCast(di, y);
-                const auto flip = hn::BitCast(di, hn::ShiftRight<1>(hn::BitCast(du, hn::ShiftRight<31>(u))));
-                const auto key = hn::Xor(u, flip);
-                hn::Store(key, di, keys + j);
-                const auto t = hn::Min(hn::Max(hn::ShiftRight<16>(key), hn::Set(di, Code8Lut::kFirstBucket)),
-                                       hn::Set(di, Code8Lut::kLastBucket));
-                hn::Store(t, di, idx + j);
+                StoreCode8Keys(df, hn::Mul(LoadAsFloat(df, xc + j), vrecip), buckets + j, ranks + j);
             }
-            for (int64_t j = 0; j < mv; ++j) ent[j] = bucket[idx[j]];
-            uint8_t* qc = q + c0;
-            for (int64_t j = 0; j < mv; j += N) {
-                const auto low = hn::And(hn::BitCast(du, hn::Load(di, keys + j)), hn::Set(du, 0xFFFFu));
-                const auto sum = hn::Add(hn::Load(du, ent + j), low);
-                hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, qc + j);
-                if (HWY_UNLIKELY(!hn::AllFalse(di, hn::Lt(hn::BitCast(di, sum), hn::Zero(di))))) {
-                    for (int64_t l = j; l < j + N; ++l)
-                        if (ent[l] & Code8Lut::kScalarFlag) qc[l] = code8_index(code, code8_key_value(keys[l]));
-                }
+            if (Code8Codes(df, lut, buckets, ranks, entries, qc, static_cast<size_t>(mv))) {
+                for (int64_t j = 0; j < mv; ++j)  // irregular buckets: the search itself
+                    if (entries[j] & Code8Lut::kIrregular) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
             }
             for (int64_t j = mv; j < m; ++j) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
         }
@@ -175,54 +97,30 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
     if (stream) hwy::FlushStream();
 }
 
-// Non-template entry points, instantiated inside this target's attribute region.
+// The table's type-erased entry points.
 template <class T>
 void QuantizeT(const Code8Lut& lut, const void* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                int64_t b0, int64_t b1) {
     QuantizeBlocks(lut, static_cast<const T*>(A), absmax, out, blocksize, n, b0, b1);
 }
-void QuantizeF32(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<float>(l, A, m, o, B, n, b0, b1);
+template <class T>
+void DequantizeT(const float* code, const uint8_t* A, const float* absmax, void* out, int64_t blocksize, int64_t i0,
+                 int64_t i1, bool stream) {
+    DequantizeRange(code, A, absmax, static_cast<T*>(out), blocksize, i0, i1, stream);
 }
-void QuantizeF16(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<kbit_half>(l, A, m, o, B, n, b0, b1);
-}
-void QuantizeBF16(const Code8Lut& l, const void* A, float* m, uint8_t* o, int64_t B, int64_t n, int64_t b0, int64_t b1) {
-    QuantizeT<kbit_bf16>(l, A, m, o, B, n, b0, b1);
-}
-void DequantizeF32(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<float*>(o), B, i0, i1, s);
-}
-void DequantizeF16(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<kbit_half*>(o), B, i0, i1, s);
-}
-void DequantizeBF16(const float* c, const uint8_t* A, const float* m, void* o, int64_t B, int64_t i0, int64_t i1, bool s) {
-    DequantizeRange(c, A, m, static_cast<kbit_bf16*>(o), B, i0, i1, s);
-}
+
+const Blockwise8Kernels kBlockwise8{{QuantizeT<float>, QuantizeT<kbit_half>, QuantizeT<kbit_bf16>},
+                                    {DequantizeT<float>, DequantizeT<kbit_half>, DequantizeT<kbit_bf16>}};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET
+#endif  // KBIT_HWY_KERNEL_TARGET
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-#define KBIT_BLOCKWISE8_TABLE(NS)                                                                \
-    Blockwise8Kernels {                                                                          \
-        {NS::QuantizeF32, NS::QuantizeF16, NS::QuantizeBF16},                                    \
-            {NS::DequantizeF32, NS::DequantizeF16, NS::DequantizeBF16},                          \
-    }
-
-const Blockwise8Kernels* blockwise8_kernels() {
-    static const Blockwise8Kernels avx512 = KBIT_BLOCKWISE8_TABLE(N_AVX3);
-    static const Blockwise8Kernels avx2 = KBIT_BLOCKWISE8_TABLE(N_AVX2);
-    switch (active_isa()) {
-        case Isa::Avx512: return &avx512;
-        case Isa::Avx2: return &avx2;
-        default: return nullptr;
-    }
-}
+const Blockwise8Kernels* blockwise8_kernels() { return for_active_isa(&N_AVX3::kBlockwise8, &N_AVX2::kBlockwise8); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

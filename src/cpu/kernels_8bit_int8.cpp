@@ -13,24 +13,13 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-// Only the AVX2 and AVX-512 targets feed the kernel table; Highway's baseline target is skipped.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include "hwy_elem-inl.h"
+
+#if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadHalf(DF df, const kbit_half* p) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-}
-
-template <class DF>
-HWY_INLINE void StoreHalf(DF, hn::Vec<DF> v, kbit_half* p) {
-    const hn::Rebind<hwy::float16_t, DF> dh;  // F16C / AVX-512: round to nearest even
-    hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
-}
 
 void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t cols, int64_t r0,
                  int64_t r1) {
@@ -48,9 +37,9 @@ void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float thresho
         auto vmax = hn::Zero(df);
         int64_t c = 0;
         for (; c + N <= cols; c += N) {
-            auto v = hn::Abs(LoadHalf(df, row + c));
+            auto v = hn::Abs(LoadAsFloat(df, row + c));
             if (sparse) v = hn::IfThenElseZero(hn::Lt(v, vth_half), v);
-            vmax = hn::IfThenElse(hn::Gt(v, vmax), v, vmax);  // NaN ignored
+            vmax = MaxIgnoringNaN(v, vmax);
         }
         float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
         for (; c < cols; ++c) {
@@ -61,7 +50,7 @@ void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float thresho
         const float scale = 127.0f / amax;
         const auto vscale = hn::Set(df, scale);
         for (c = 0; c + N <= cols; c += N) {
-            const auto a = LoadHalf(df, row + c);
+            const auto a = LoadAsFloat(df, row + c);
             auto y = hn::Mul(a, vscale);
             // ref::int8_from_float_rn: NaN -> 0, round half to even, saturate to int32, low 8 bits.
             y = hn::IfThenZeroElse(hn::IsNaN(y), y);
@@ -88,7 +77,7 @@ void OutlierFlags(const kbit_half* A, uint8_t* flags, float threshold, int64_t c
         const kbit_half* row = A + r * cols;
         int64_t c = 0;
         for (; c + N <= cols; c += N) {
-            const auto hit = hn::Ge(hn::Abs(LoadHalf(df, row + c)), vth);
+            const auto hit = hn::Ge(hn::Abs(LoadAsFloat(df, row + c)), vth);
             if (hn::AllFalse(df, hit)) continue;
             const auto bits = hn::DemoteTo(d8, hn::IfThenElseZero(hn::RebindMask(di, hit), hn::Set(di, 1)));
             hn::StoreU(hn::Or(hn::LoadU(d8, flags + c), bits), d8, flags + c);
@@ -111,8 +100,8 @@ void DequantMm(const int32_t* A, const float* rowStats, const float* colStats, k
         int64_t c = 0;
         for (; c + N <= cols; c += N) {
             const auto scaled = hn::Mul(hn::Mul(hn::ConvertTo(df, hn::LoadU(di, a + c)), rs), hn::LoadU(df, colStats + c));
-            const auto b = bias != nullptr ? LoadHalf(df, bias + c) : hn::Zero(df);
-            StoreHalf(df, hn::MulAdd(scaled, k, b), y + c);  // one fused rounding, as fmaf
+            const auto b = bias != nullptr ? LoadAsFloat(df, bias + c) : hn::Zero(df);
+            StoreFromFloat(df, hn::MulAdd(scaled, k, b), y + c);  // one fused rounding, as fmaf
         }
         if (c < cols)
             ref::dequant_mm_int32_fp16(a + c, rowStats + r, colStats + c, y + c, bias != nullptr ? bias + c : nullptr, 1,
@@ -132,7 +121,7 @@ void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols,
             auto acc = hn::Set(df, -0.0f);
             for (int64_t j = 0; j < count; ++j)
                 acc = hn::Add(acc, hn::Mul(hn::Set(df, half_to_float(a[cols[j]].bits)), hn::LoadU(df, w + j * out_features + o)));
-            StoreHalf(df, hn::Add(LoadHalf(df, y + o), acc), y + o);
+            StoreFromFloat(df, hn::Add(LoadAsFloat(df, y + o), acc), y + o);
         }
         for (; o < out_features; ++o) {
             float acc = -0.0f;
@@ -142,26 +131,17 @@ void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols,
     }
 }
 
+const Int8Kernels kInt8{VectorQuant, DequantMm, OutlierFlags, OutlierMatmul};
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET
+#endif  // KBIT_HWY_KERNEL_TARGET
 
 #if HWY_ONCE
 namespace kbit::cpu {
 
-#define KBIT_INT8_TABLE(NS) \
-    Int8Kernels { NS::VectorQuant, NS::DequantMm, NS::OutlierFlags, NS::OutlierMatmul }
-
-const Int8Kernels* int8_kernels() {
-    static const Int8Kernels avx512 = KBIT_INT8_TABLE(N_AVX3);
-    static const Int8Kernels avx2 = KBIT_INT8_TABLE(N_AVX2);
-    switch (active_isa()) {
-        case Isa::Avx512: return &avx512;
-        case Isa::Avx2: return &avx2;
-        default: return nullptr;
-    }
-}
+const Int8Kernels* int8_kernels() { return for_active_isa(&N_AVX3::kInt8, &N_AVX2::kInt8); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

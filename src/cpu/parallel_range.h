@@ -1,4 +1,5 @@
-// parallel_range.h — split [0, count) into one contiguous range per OpenMP thread.
+// parallel_range.h — split [0, count) into one contiguous range per OpenMP thread: the CPU backend's
+// one way to run a kernel on several threads.
 #pragma once
 
 #include <omp.h>
@@ -40,6 +41,17 @@ void parallel_workers(int64_t count, int64_t grain, F&& body) {
 template <class F>
 void parallel_range(int64_t count, int64_t grain, F&& body) {
     parallel_workers(count, grain, [&](int64_t begin, int64_t end, int64_t) { body(begin, end); });
+}
+
+// As parallel_range with every boundary but `count` on a multiple of `align` (whole bytes of packed
+// nibbles, whole SIMD groups, whole scaler groups); `grain` counts items and is rounded down to
+// whole aligns, at least one.
+template <class F>
+void parallel_range_aligned(int64_t count, int64_t align, int64_t grain, F&& body) {
+    const int64_t grain_units = grain / align > 1 ? grain / align : 1;
+    parallel_range((count + align - 1) / align, grain_units, [&](int64_t begin, int64_t end) {
+        body(begin * align, end * align < count ? end * align : count);
+    });
 }
 
 }  // namespace kbit::cpu

@@ -89,111 +89,43 @@ void for_each(List<D...>, F&& f) {
     };
 #define KBIT_LOADER_LIST_ITEM(minor, ret, name, params, args) name,
 
-// Opens namespace `ns` for one interface and its Table struct; the X-macro fills in the members.
-#define KBIT_LOADER_INTERFACE_BEGIN(ns, iface_id, minor_, major_, symbol_, public_table) \
-    namespace ns {                                                                       \
-    constexpr int kIface = iface_id;                                                     \
-    constexpr uint32_t kMajor = major_;                                                  \
-    constexpr uint32_t kMinor = minor_;                                                  \
-    constexpr const char* kVersionSymbol = symbol_;                                      \
-    using PublicTable = public_table;                                                    \
-    struct Table {                                                                       \
-        size_t size;                                                                     \
-        uint32_t version;
+// ---- one namespace per interface (loader_interface.inc) ----------------------------------------
+#define KBIT_IFACE_NS core
+#define KBIT_IFACE_ID KBIT_INTERFACE_CORE
+#define KBIT_IFACE_MINOR KBIT_LOADER_CORE_MINOR
+#define KBIT_IFACE_MAJOR KBIT_CORE_VERSION_MAJOR
+#define KBIT_IFACE_SYMBOL "kbit_core_interface_version"
+#define KBIT_IFACE_TABLE kbit_core_table
+#define KBIT_IFACE_DEF "kbit_core.def"
+#include "loader_interface.inc"
 
-// ---- core -------------------------------------------------------------------------------------
-KBIT_LOADER_INTERFACE_BEGIN(core, KBIT_INTERFACE_CORE, KBIT_LOADER_CORE_MINOR, KBIT_CORE_VERSION_MAJOR,
-                            "kbit_core_interface_version", kbit_core_table)
-#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
-#include "kbit_core.def"
-#undef KBIT_FN
-};
-#define KBIT_FN KBIT_LOADER_DESCRIPTOR
-#include "kbit_core.def"
-#undef KBIT_FN
-using All = List<
-#define KBIT_FN KBIT_LOADER_LIST_ITEM
-#include "kbit_core.def"
-#undef KBIT_FN
-    ListEnd>;
-struct Traits {
-    using TableT = Table;
-    using Functions = All;
-    using Public = PublicTable;
-    static constexpr int id = kIface;
-};
-}  // namespace core
+#define KBIT_IFACE_NS b4
+#define KBIT_IFACE_ID KBIT_INTERFACE_4BIT
+#define KBIT_IFACE_MINOR KBIT_LOADER_4BIT_MINOR
+#define KBIT_IFACE_MAJOR KBIT_4BIT_VERSION_MAJOR
+#define KBIT_IFACE_SYMBOL "kbit_4bit_interface_version"
+#define KBIT_IFACE_TABLE kbit_4bit_table
+#define KBIT_IFACE_DEF "kbit_4bit.def"
+#include "loader_interface.inc"
 
-// ---- 4bit -------------------------------------------------------------------------------------
-KBIT_LOADER_INTERFACE_BEGIN(b4, KBIT_INTERFACE_4BIT, KBIT_LOADER_4BIT_MINOR, KBIT_4BIT_VERSION_MAJOR,
-                            "kbit_4bit_interface_version", kbit_4bit_table)
-#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
-#include "kbit_4bit.def"
-#undef KBIT_FN
-};
-#define KBIT_FN KBIT_LOADER_DESCRIPTOR
-#include "kbit_4bit.def"
-#undef KBIT_FN
-using All = List<
-#define KBIT_FN KBIT_LOADER_LIST_ITEM
-#include "kbit_4bit.def"
-#undef KBIT_FN
-    ListEnd>;
-struct Traits {
-    using TableT = Table;
-    using Functions = All;
-    using Public = PublicTable;
-    static constexpr int id = kIface;
-};
-}  // namespace b4
+#define KBIT_IFACE_NS b8
+#define KBIT_IFACE_ID KBIT_INTERFACE_8BIT
+#define KBIT_IFACE_MINOR KBIT_LOADER_8BIT_MINOR
+#define KBIT_IFACE_MAJOR KBIT_8BIT_VERSION_MAJOR
+#define KBIT_IFACE_SYMBOL "kbit_8bit_interface_version"
+#define KBIT_IFACE_TABLE kbit_8bit_table
+#define KBIT_IFACE_DEF "kbit_8bit.def"
+#include "loader_interface.inc"
 
-// ---- 8bit -------------------------------------------------------------------------------------
-KBIT_LOADER_INTERFACE_BEGIN(b8, KBIT_INTERFACE_8BIT, KBIT_LOADER_8BIT_MINOR, KBIT_8BIT_VERSION_MAJOR,
-                            "kbit_8bit_interface_version", kbit_8bit_table)
-#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
-#include "kbit_8bit.def"
-#undef KBIT_FN
-};
-#define KBIT_FN KBIT_LOADER_DESCRIPTOR
-#include "kbit_8bit.def"
-#undef KBIT_FN
-using All = List<
-#define KBIT_FN KBIT_LOADER_LIST_ITEM
-#include "kbit_8bit.def"
-#undef KBIT_FN
-    ListEnd>;
-struct Traits {
-    using TableT = Table;
-    using Functions = All;
-    using Public = PublicTable;
-    static constexpr int id = kIface;
-};
-}  // namespace b8
+#define KBIT_IFACE_NS o8
+#define KBIT_IFACE_ID KBIT_INTERFACE_OPTIM8
+#define KBIT_IFACE_MINOR KBIT_LOADER_OPTIM8_MINOR
+#define KBIT_IFACE_MAJOR KBIT_OPTIM8_VERSION_MAJOR
+#define KBIT_IFACE_SYMBOL "kbit_optim8_interface_version"
+#define KBIT_IFACE_TABLE kbit_optim8_table
+#define KBIT_IFACE_DEF "kbit_optim8.def"
+#include "loader_interface.inc"
 
-// ---- optim8 -----------------------------------------------------------------------------------
-KBIT_LOADER_INTERFACE_BEGIN(o8, KBIT_INTERFACE_OPTIM8, KBIT_LOADER_OPTIM8_MINOR, KBIT_OPTIM8_VERSION_MAJOR,
-                            "kbit_optim8_interface_version", kbit_optim8_table)
-#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
-#include "kbit_optim8.def"
-#undef KBIT_FN
-};
-#define KBIT_FN KBIT_LOADER_DESCRIPTOR
-#include "kbit_optim8.def"
-#undef KBIT_FN
-using All = List<
-#define KBIT_FN KBIT_LOADER_LIST_ITEM
-#include "kbit_optim8.def"
-#undef KBIT_FN
-    ListEnd>;
-struct Traits {
-    using TableT = Table;
-    using Functions = All;
-    using Public = PublicTable;
-    static constexpr int id = kIface;
-};
-}  // namespace o8
-
-#undef KBIT_LOADER_INTERFACE_BEGIN
 #undef KBIT_LOADER_TABLE_MEMBER
 #undef KBIT_LOADER_DESCRIPTOR
 #undef KBIT_LOADER_LIST_ITEM

@@ -7,13 +7,6 @@ using namespace kbit_test;
 
 namespace {
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<uint8_t> v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
-
 // Scales exercising every rounding case of the outputs: ordinary, zero, signed zero, infinities,
 // NaN, values overflowing fp16, producing fp16/bf16 subnormals, and fp32 subnormals.
 std::vector<float> scales(size_t blocks, uint32_t seed) {

@@ -34,13 +34,6 @@ Exact exact_dot(const T* a, int64_t k, const uint8_t* B, int64_t base, const flo
     return e;
 }
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<uint8_t> v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
-    return v;
-}
-
 std::vector<float> positive_scales(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uni(0.01f, 0.2f);

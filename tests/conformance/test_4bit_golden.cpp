@@ -1,37 +1,19 @@
 // Golden vectors recorded from bitsandbytes' own CPU library (scripts/golden/gen_4bit.py): the
 // backend's 4-bit dequantizer must reproduce bitsandbytes' output bytes exactly.
-#include <fstream>
-#include <iterator>
-
-#include <nlohmann/json.hpp>
-
+#include "golden.h"
 #include "test_4bit_util.h"
 
 using namespace kbit_test;
 
 namespace {
 
-std::vector<uint8_t> read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
-template <class V>
-std::vector<V> slice(const std::vector<uint8_t>& blob, const nlohmann::json& where) {
-    const size_t off = where.at("offset"), bytes = where.at("bytes");
-    REQUIRE(off + bytes <= blob.size());
-    std::vector<V> v(bytes / sizeof(V));
-    std::memcpy(v.data(), blob.data() + off, bytes);
-    return v;
-}
-
 template <class T>
 void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
     const QuantType q = c.at("quant_type") == "nf4" ? QuantType::NF4 : QuantType::FP4;
     const int64_t bs = c.at("blocksize"), n = int64_t{c.at("m")} * int64_t{c.at("n")};
-    const auto packed = slice<uint8_t>(blob, c.at("packed"));
-    const auto absmax = slice<float>(blob, c.at("absmax"));
-    const auto want = slice<T>(blob, c.at("out"));
+    const auto packed = golden_array<uint8_t>(blob, c.at("packed"));
+    const auto absmax = golden_array<float>(blob, c.at("absmax"));
+    const auto want = golden_array<T>(blob, c.at("out"));
     const auto got = backend_dequantize<T>(q, packed, absmax, bs, n);
     // bitsandbytes' scalar CPU path stores fp16 with F16C (round to nearest even) and bf16 with the
     // +0x7FFF+lsb rounding (also nearest even): there are no tie cases to exclude.
@@ -46,11 +28,7 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 }  // namespace
 
 TEST_CASE("4bit golden: dequantize equals bitsandbytes' CPU library byte for byte", "[4bit][golden]") {
-    const std::string dir = golden_dir();
-    std::ifstream index_file(dir + "bnb_4bit.json");
-    REQUIRE(index_file.good());
-    const auto index = nlohmann::json::parse(index_file);
-    const auto blob = read_file(dir + "bnb_4bit.bin");
+    const auto [index, blob] = load_golden("bnb_4bit.json", "bnb_4bit.bin");
     REQUIRE(index.at("cases").size() == 240);
     for (const auto& c : index.at("cases")) {
         const std::string dt = c.at("dtype");

@@ -1,30 +1,12 @@
 // torchao NF4Tensor (kbit_quantize_nf4_torchao_*, kbit_dequantize_nf4_torchao_*): every inner tensor
 // byte for byte against golden vectors recorded from torchao itself (scripts/golden/gen_torchao_nf4.py,
 // torch on one thread), and against the scalar reference on further data.
-#include <fstream>
-#include <iterator>
-
-#include <nlohmann/json.hpp>
-
+#include "golden.h"
 #include "test_4bit_util.h"
 
 using namespace kbit_test;
 
 namespace {
-
-std::vector<uint8_t> read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
-template <class V>
-std::vector<V> slice(const std::vector<uint8_t>& blob, const nlohmann::json& where) {
-    const size_t off = where.at("offset"), bytes = where.at("bytes");
-    REQUIRE(off + bytes <= blob.size());
-    std::vector<V> v(bytes / sizeof(V));
-    std::memcpy(v.data(), blob.data() + off, bytes);
-    return v;
-}
 
 struct Torchao {
     std::vector<uint8_t> data;
@@ -59,21 +41,21 @@ std::vector<T> backend_torchao_dequantize(const Torchao& t, int64_t n, int64_t b
 template <class T>
 void check_golden(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
     const int64_t n = c.at("n"), bs = c.at("block_size"), sbs = c.at("scaler_block_size");
-    const auto w = slice<T>(blob, c.at("w"));
+    const auto w = golden_array<T>(blob, c.at("w"));
     const Torchao got = backend_torchao_quantize<T>(w, bs, sbs);
-    CHECK(first_bit_difference(got.data, slice<uint8_t>(blob, c.at("quantized_data"))) == -1);
-    CHECK(first_bit_difference(got.scalers, slice<int8_t>(blob, c.at("quantized_scalers"))) == -1);
-    CHECK(first_bit_difference(got.factor, slice<uint8_t>(blob, c.at("quantization_factor"))) == -1);
-    CHECK(first_bit_difference(got.mean, slice<uint8_t>(blob, c.at("scaler_mean"))) == -1);
+    CHECK(first_bit_difference(got.data, golden_array<uint8_t>(blob, c.at("quantized_data"))) == -1);
+    CHECK(first_bit_difference(got.scalers, golden_array<int8_t>(blob, c.at("quantized_scalers"))) == -1);
+    CHECK(first_bit_difference(got.factor, golden_array<uint8_t>(blob, c.at("quantization_factor"))) == -1);
+    CHECK(first_bit_difference(got.mean, golden_array<uint8_t>(blob, c.at("scaler_mean"))) == -1);
     // kbit's table is torchao's nf4 tensor
-    const auto nf4 = slice<T>(blob, c.at("nf4"));
+    const auto nf4 = golden_array<T>(blob, c.at("nf4"));
     CHECK(first_bit_difference(nf4, std::vector<T>(kbit::ref::torchao_nf4_table<T>(),
                                                    kbit::ref::torchao_nf4_table<T>() + 16)) == -1);
     // dequantize torchao's own tensors
-    Torchao theirs{slice<uint8_t>(blob, c.at("quantized_data")), slice<int8_t>(blob, c.at("quantized_scalers")),
-                   slice<uint8_t>(blob, c.at("quantization_factor")), slice<uint8_t>(blob, c.at("scaler_mean"))};
+    Torchao theirs{golden_array<uint8_t>(blob, c.at("quantized_data")), golden_array<int8_t>(blob, c.at("quantized_scalers")),
+                   golden_array<uint8_t>(blob, c.at("quantization_factor")), golden_array<uint8_t>(blob, c.at("scaler_mean"))};
     const auto deq = backend_torchao_dequantize<T>(theirs, n, bs, sbs);
-    const long d = first_bit_difference(deq, slice<T>(blob, c.at("dequantized")));
+    const long d = first_bit_difference(deq, golden_array<T>(blob, c.at("dequantized")));
     INFO("first dequantize difference at " << d);
     CHECK(d == -1);
 }
@@ -81,11 +63,7 @@ void check_golden(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 }  // namespace
 
 TEST_CASE("4bit torchao: to_nf4 and get_original_weight byte for byte against torchao", "[4bit][torchao]") {
-    const std::string dir = golden_dir();
-    std::ifstream index_file(dir + "torchao_nf4.json");
-    REQUIRE(index_file.good());
-    const auto index = nlohmann::json::parse(index_file);
-    const auto blob = read_file(dir + "torchao_nf4.bin");
+    const auto [index, blob] = load_golden("torchao_nf4.json", "torchao_nf4.bin");
     REQUIRE(index.at("cases").size() == 33);
     for (const auto& c : index.at("cases")) {
         const std::string dt = c.at("dtype");

@@ -2,40 +2,22 @@
 // (scripts/golden/gen_8bit.py -> tests/golden/8bit_index.json + 8bit_dequant.bin). bitsandbytes'
 // cdequantize_blockwise_cpu_* is exact (one fp32 product, one round-to-nearest-even store; its fp16
 // store is vcvtps2ph, checked on exact fp16 ties by the generator), so every byte must match.
-#include <fstream>
-#include <iterator>
-
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
+#include "golden.h"
 #include "test_8bit_util.h"
 
 using namespace kbit_test;
 
 namespace {
 
-const std::string kGoldenDir = golden_dir();
-
-std::vector<uint8_t> read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
-template <class T>
-std::vector<T> slice(const std::vector<uint8_t>& blob, size_t offset, size_t count) {
-    REQUIRE(offset + count * sizeof(T) <= blob.size());
-    std::vector<T> v(count);
-    std::memcpy(v.data(), blob.data() + offset, count * sizeof(T));
-    return v;
-}
-
 template <class T>
 void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
     const int64_t n = c["n"], B = c["blocksize"];
-    const auto code = slice<float>(blob, c["code"], 256);
-    const auto A = slice<uint8_t>(blob, c["A"], static_cast<size_t>(n));
-    const auto absmax = slice<float>(blob, c["absmax"], static_cast<size_t>((n + B - 1) / B));
-    const auto want = slice<T>(blob, c["out"], static_cast<size_t>(n));
+    const auto code = golden_array<float>(blob, c["code"], 256);
+    const auto A = golden_array<uint8_t>(blob, c["A"], static_cast<size_t>(n));
+    const auto absmax = golden_array<float>(blob, c["absmax"], static_cast<size_t>((n + B - 1) / B));
+    const auto want = golden_array<T>(blob, c["out"], static_cast<size_t>(n));
     DeviceBuffer<float> dcode(code), dabsmax(absmax);
     DeviceBuffer<uint8_t> dA(A);
     DeviceBuffer<T> out(static_cast<size_t>(n)), out64(static_cast<size_t>(n));
@@ -56,10 +38,8 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 
 TEST_CASE("8bit golden: dequantize equals bitsandbytes' cdequantize_blockwise_cpu, fp32/bf16/fp16, blocksizes 32-4096",
           "[8bit][golden]") {
-    std::ifstream index_file(kGoldenDir + "8bit_index.json");
-    REQUIRE(index_file.good());
-    const auto index = nlohmann::json::parse(index_file);
-    const auto blob = read_file(kGoldenDir + index["file"].get<std::string>());
+    const auto [index, blob] = load_golden("8bit_index.json", "8bit_dequant.bin");
+    REQUIRE(index["file"].get<std::string>() == "8bit_dequant.bin");
     REQUIRE(blob.size() == index["bytes"].get<size_t>());
     size_t cases = 0, ties = 0;
     for (const auto& c : index["cases"]) {

@@ -103,6 +103,23 @@ inline std::vector<float> adversarial_values(const std::vector<float>& c) {
     return v;
 }
 
+// `count` consecutive floats on both sides of every midpoint (c[j] + c[j + 1]) * 0.5f of a table,
+// below and above in turn.
+inline std::vector<float> midpoint_neighbours(const std::vector<float>& c, int count) {
+    std::vector<float> v;
+    for (int j = 0; j < 255; ++j) {
+        float lo = (c[j] + c[j + 1]) * 0.5f, hi = lo;
+        if (std::isnan(lo)) continue;
+        for (int s = 0; s < count; ++s) {
+            lo = std::nextafter(lo, -INFINITY);
+            hi = std::nextafter(hi, INFINITY);
+            v.push_back(lo);
+            v.push_back(hi);
+        }
+    }
+    return v;
+}
+
 // Blocks whose first element is +-1 and all others within [-1, 1], so that absmax is 1 and the
 // normalised value equals the element exactly: every adversarial value in [-1, 1] is probed as is.
 inline std::vector<float> probe_blocks(const std::vector<float>& values, int64_t blocksize) {

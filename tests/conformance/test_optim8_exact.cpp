@@ -142,8 +142,8 @@ std::vector<Tables> tables() {
     lin.insert(lin.begin() + 127, 0.0f);
     for (int i = 0; i < 256; ++i) ulin.push_back(0.9f * static_cast<float>(i) / 255.0f);
     t.push_back({"linear maps, repeated zero, top 0.9", lin, ulin});
-    // Clustered entries one ulp apart (several midpoints per 16-bit prefix) and a table the
-    // bucket lookup does not take (an infinite entry).
+    // Clustered entries one ulp apart (several midpoints per 16-bit prefix) and an infinite entry
+    // (the bucket table's irregular buckets).
     auto crowd = dynamic_map(true);
     for (int i = 200; i < 240; ++i) crowd[i] = std::nextafter(crowd[199], 2.0f) + static_cast<float>(i - 200) * 1e-7f;
     std::sort(crowd.begin(), crowd.end());

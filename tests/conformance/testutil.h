@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend.h"
+#include "kbit_dynamic_map.h"
 #include "kbit_half.h"
 
 namespace kbit_test {
@@ -23,6 +24,14 @@ inline std::vector<float> normal_floats(size_t n, uint32_t seed, float stddev = 
     std::normal_distribution<float> dist(0.0f, stddev);
     std::vector<float> v(n);
     for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+// n uniformly random bytes (deterministic for a seed), e.g. packed 4-bit codes.
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
     return v;
 }
 
@@ -39,13 +48,6 @@ std::vector<float> to_floats(const std::vector<T>& v) {
     std::vector<float> out(v.size());
     for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::load(v[i]);
     return out;
-}
-
-// Directory of the golden vectors (tests/golden/ of the source tree the suite was built from, or
-// $KBIT_GOLDEN_DIR when set: for a binary run from another checkout or machine), with a final '/'.
-inline std::string golden_dir() {
-    const char* dir = std::getenv("KBIT_GOLDEN_DIR");
-    return dir != nullptr && dir[0] != '\0' ? std::string(dir) + "/" : std::string(KBIT_SOURCE_DIR) + "/tests/golden/";
 }
 
 // Bit pattern of any 1/2/4-byte element (for exact comparisons that treat NaN payloads and signed
@@ -74,35 +76,7 @@ inline void check_invalid(kbit_status status, const std::string& message) {
     CHECK(std::string(c.kbit_last_error_message()) == message);
 }
 
-// bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), evaluated in fp32 the
-// way current torch CPU builds evaluate it (unfused linspace): 256 ascending values.
-inline std::vector<float> dynamic_map(bool is_signed) {
-    std::vector<float> data;
-    for (int d = 0; d <= 6; ++d) {
-        const int F = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
-        const float h = (1.0f - 0.1f) / static_cast<float>(F - 1);
-        std::vector<float> b(F);
-        for (int i = 0; i < F; ++i) {
-            if (i < F / 2) {
-                const float step = h * static_cast<float>(i);
-                b[i] = 0.1f + step;
-            } else {
-                const float step = h * static_cast<float>(F - 1 - i);
-                b[i] = 1.0f - step;
-            }
-        }
-        const float scale = static_cast<float>(std::pow(10.0, d - 6));
-        for (int i = 0; i + 1 < F; ++i) {
-            const float sum = b[i] + b[i + 1];
-            const float mean = sum / 2.0f;
-            data.push_back(scale * mean);
-            if (is_signed) data.push_back(-(scale * mean));
-        }
-    }
-    data.push_back(0.0f);
-    data.push_back(1.0f);
-    std::sort(data.begin(), data.end());
-    return data;
-}
+// bitsandbytes' create_dynamic_map tables (src/common/kbit_dynamic_map.h).
+using kbit::dynamic_map;
 
 }  // namespace kbit_test

@@ -1,0 +1,96 @@
+"""Checkpoints in the exact safetensors layout of transformers / bitsandbytes (semantics §2.6).
+
+A 4-bit linear layer with module prefix P ("model.layers.0.mlp.down_proj") is stored as
+  P.weight                         uint8 [(n+1)//2, 1]   packed nibbles of the row-major [N, K] weight
+  P.weight.absmax                  float32 [blocks], or uint8 [blocks] when nested
+  P.weight.quant_map               float32 [16]
+  P.weight.nested_absmax           float32 [ceil(blocks/256)]        (nested only)
+  P.weight.nested_quant_map        float32 [256]                     (nested only)
+  P.weight.quant_state.bitsandbytes__nf4 (or __fp4)   uint8 JSON of quant_type, blocksize, dtype,
+                                   shape [, nested_blocksize, nested_dtype, nested_offset]
+an LLM.int8 layer as P.weight int8 [out, in], P.SCB float32 [out], P.weight_format uint8 scalar 0.
+
+    tensors = {}
+    tensors.update(kbit.checkpoint.tensors_4bit("model.layers.0.mlp.down_proj", packed, state))
+    kbit.checkpoint.save("model.safetensors", tensors)
+    packed, state = kbit.checkpoint.load_4bit(kbit.checkpoint.load("model.safetensors"), "model.layers.0.mlp.down_proj")
+"""
+import numpy as np
+
+from ._devices import adapter
+from .functional import QuantState
+
+WEIGHT_FORMAT_ROW = 0  # the only LLM.int8 weight_format bitsandbytes still accepts ("row")
+
+
+def _host(x):
+    return adapter(x).to_numpy(x, None) if not isinstance(x, np.ndarray) else x
+
+
+def tensors_4bit(prefix, packed, state):
+    """The safetensors entries of a 4-bit weight: {P.weight, P.weight.absmax, ...} (host arrays)."""
+    if not isinstance(state, QuantState) or state.quant_type not in ("nf4", "fp4"):
+        raise TypeError("tensors_4bit: state must be the QuantState of a 4-bit weight")
+    name = f"{prefix}.weight"
+    out = {name: _host(packed)}
+    for key, value in state.as_dict(packed=True).items():
+        out[f"{name}.{key}"] = _host(value)
+    return out
+
+
+def tensors_int8(prefix, CB, SCB):
+    """The safetensors entries of an LLM.int8 weight: {P.weight: int8 [out, in], P.SCB: float32 [out],
+    P.weight_format: uint8 0}."""
+    CB, SCB = _host(CB), _host(SCB)
+    if CB.dtype != np.int8 or CB.ndim != 2:
+        raise TypeError(f"tensors_int8: CB must be a 2-D int8 array, not {CB.dtype} {CB.shape}")
+    if SCB.dtype != np.float32 or SCB.shape != (CB.shape[0],):
+        raise TypeError(f"tensors_int8: SCB must be float32 [{CB.shape[0]}], not {SCB.dtype} {SCB.shape}")
+    return {f"{prefix}.weight": CB, f"{prefix}.SCB": SCB,
+            f"{prefix}.weight_format": np.array(WEIGHT_FORMAT_ROW, dtype=np.uint8)}
+
+
+def save(path, tensors, metadata=None):
+    """Writes host arrays with safetensors' numpy API. metadata defaults to {"format": "pt"}, which
+    transformers requires of a PyTorch checkpoint."""
+    from safetensors.numpy import save_file
+    host = {k: _host(v) for k, v in tensors.items()}
+    # (np.ascontiguousarray would turn weight_format's 0-d array into shape [1].)
+    save_file({k: v if v.flags.c_contiguous else np.ascontiguousarray(v) for k, v in host.items()}, str(path),
+              metadata=metadata if metadata is not None else {"format": "pt"})
+
+
+def load(path):
+    """{key: numpy array} of a safetensors file."""
+    from safetensors.numpy import load_file
+    return load_file(str(path))
+
+
+def load_4bit(tensors, prefix):
+    """(packed, QuantState) of the 4-bit weight `prefix` from checkpoint entries, by the rules
+    transformers follows (QuantState.from_dict over the keys under P.weight.)."""
+    name = f"{prefix}.weight"
+    if name not in tensors:
+        raise KeyError(f"load_4bit: {name} not in the checkpoint")
+    items = {k[len(name) + 1:]: v for k, v in tensors.items() if k.startswith(name + ".")}
+    return tensors[name], QuantState.from_dict(items)
+
+
+def load_int8(tensors, prefix):
+    """(CB int8 [out, in], SCB float32 [out]) of the LLM.int8 weight `prefix`; rejects weight formats
+    other than "row" (0), as bitsandbytes does."""
+    fmt = tensors.get(f"{prefix}.weight_format")
+    if fmt is not None and int(np.asarray(fmt).reshape(-1)[0]) != WEIGHT_FORMAT_ROW:
+        raise ValueError(f"load_int8: {prefix}.weight_format is {int(np.asarray(fmt).reshape(-1)[0])}; only 0 "
+                         "(row) is supported")
+    CB, SCB = tensors[f"{prefix}.weight"], tensors[f"{prefix}.SCB"]
+    if CB.dtype != np.int8 or SCB.dtype != np.float32:
+        raise TypeError(f"load_int8: {prefix}.weight must be int8 and {prefix}.SCB float32")
+    return CB, SCB
+
+
+def quantized_prefixes(tensors):
+    """{"4bit": [...], "int8": [...]}: the module prefixes of the quantized weights in `tensors`."""
+    four = sorted({k.rsplit(".weight.quant_state.", 1)[0] for k in tensors if ".weight.quant_state.bitsandbytes__" in k})
+    eight = sorted(k[:-len(".SCB")] for k in tensors if k.endswith(".SCB") and k[:-len(".SCB")] + ".weight" in tensors)
+    return {"4bit": four, "int8": eight}

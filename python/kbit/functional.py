@@ -1,0 +1,636 @@
+"""bitsandbytes.functional on numpy arrays (bf16 through ml_dtypes), over the kbit C ABI.
+
+Names, arguments and defaults follow bitsandbytes.functional (0.50): quantize_4bit / dequantize_4bit
+with a QuantState, quantize_blockwise / dequantize_blockwise, create_dynamic_map, the LLM.int8 pieces
+(int8_vectorwise_quant, int8_linear_matmul, int8_mm_dequant) and gemv_4bit. Differences: arrays must
+already be C-contiguous (bitsandbytes copies; kbit raises ValueError rather than copy silently), and
+blocksizes are 32 ... 4096 for every 4-bit and 8-bit function (kbit's ABI).
+
+Every array's device picks the backend (kbit._devices): numpy arrays run on the CPU backend, CUDA
+arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cuda".
+"""
+import functools
+import json
+import math
+import threading
+from typing import NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from ._devices import Ctx, adapter
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
+_SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
+_QUANT_TYPE = {"fp4": 1, "nf4": 2}  # KBIT_QUANT_FP4 / KBIT_QUANT_NF4
+BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+NESTED_BLOCKSIZE = 256  # bitsandbytes' compress_statistics
+_U8, _I8, _I32, _F32, _F16 = (np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.float32, np.float16))
+
+
+# ---- argument checks (before any C call) --------------------------------------------------------
+
+def _dtype_names(dtypes):
+    return ", ".join(d.name for d in dtypes)
+
+
+def _check_blocksize(fn, blocksize):
+    if isinstance(blocksize, bool) or not isinstance(blocksize, (int, np.integer)) or blocksize not in BLOCKSIZES:
+        raise ValueError(f"{fn}: blocksize {blocksize!r} is not one of {', '.join(map(str, BLOCKSIZES))}")
+    return int(blocksize)
+
+
+def _check_quant_type(fn, quant_type):
+    if quant_type not in _QUANT_TYPE:
+        raise ValueError(f"{fn}: quant_type {quant_type!r} is not 'fp4' or 'nf4'")
+    return quant_type
+
+
+class Arr(NamedTuple):
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def numel(self):
+        return _numel(self.shape)
+
+
+def _arg(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
+    """Pointer, shape and dtype of argument `name` after checking device, dtype, contiguity, size and
+    (for outputs) that numpy may write to it. One look at the array (its .ctypes costs microseconds)."""
+    if x is None:
+        raise TypeError(f"{fn}: {name} is required")
+    if x is ctx.like:
+        a, info = ctx.adapter, ctx.info
+    else:
+        try:
+            a = adapter(x)
+        except TypeError:
+            raise TypeError(f"{fn}: {name} must be an array, not {type(x).__name__}") from None
+        if a.device_type(x) != ctx.device_type:
+            raise ValueError(f"{fn}: {name} is on device {a.device_type(x)!r}, the input on {ctx.device_type!r}")
+        info = a.info(x)
+    ptr, shp, dt, contiguous, _ = info
+    if dtypes is not None and dt not in dtypes:
+        raise TypeError(f"{fn}: {name} must have dtype {_dtype_names(dtypes)}, not {dt.name}")
+    if not contiguous:
+        raise ValueError(f"{fn}: {name} must be C-contiguous")
+    if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError(f"{fn}: {name} is read-only")
+    shp = tuple(shp)
+    if shape is not None and shp != tuple(shape):
+        raise ValueError(f"{fn}: {name} has shape {shp}, expected {tuple(shape)}")
+    if numel is not None and _numel(shp) != numel:
+        raise ValueError(f"{fn}: {name} has {_numel(shp)} elements, expected {numel}")
+    return Arr(ptr, shp, dt)
+
+
+def _numel(shape):
+    return math.prod(shape)
+
+
+def _addr(x):
+    """Pointer of an array this module allocated (no checks needed)."""
+    return adapter(x).info(x)[0]
+
+
+def _info(x):
+    return adapter(x).info(x)
+
+
+def _shape(x):
+    return tuple(_info(x)[1])
+
+
+def _dtype(x):
+    return _info(x)[2]
+
+
+def _int32(fn, what, v):
+    if v > 2**31 - 1:
+        raise ValueError(f"{fn}: {what} {v} exceeds 2^31 - 1 (a 32-bit size of the C function)")
+    return v
+
+
+def _blocks(n, blocksize):
+    return (n + blocksize - 1) // blocksize
+
+
+# ---- tables ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
+    f32 = np.float32
+    data = []
+    non_sign_bits = total_bits - 1
+    if not 1 <= max_exponent_bits <= non_sign_bits or total_bits > 8:
+        raise ValueError(f"create_dynamic_map: needs 1 <= max_exponent_bits <= total_bits - 1 and total_bits <= 8, "
+                         f"not max_exponent_bits={max_exponent_bits}, total_bits={total_bits}")
+    extra = 2 ** (non_sign_bits - max_exponent_bits) - 1
+
+    def means(count):
+        # torch.linspace(0.1, 1, count) in float32 as current torch CPU builds evaluate it (unfused:
+        # the first half counts up from 0.1, the second half down from 1.0), then pairwise midpoints.
+        h = f32((f32(1.0) - f32(0.1)) / f32(count - 1))
+        b = [f32(0.1) + h * f32(i) if i < count // 2 else f32(1.0) - h * f32(count - 1 - i) for i in range(count)]
+        return [f32((b[i] + b[i + 1]) / f32(2.0)) for i in range(count - 1)]
+
+    def append(scale, ms):
+        s = f32(scale)  # a Python double, rounded to float32 by torch before the multiply
+        for m in ms:
+            data.append(f32(s * m))
+            if signed:
+                data.append(f32(-(s * m)))
+
+    for i in range(max_exponent_bits):
+        count = 2 ** (i + non_sign_bits - max_exponent_bits) + 1 if signed else \
+            2 ** (i + non_sign_bits - max_exponent_bits + 1) + 1
+        append(10.0 ** (-(max_exponent_bits - 1) + i), means(count))
+    if extra > 0:
+        append(10.0 ** (-(max_exponent_bits - 1) + max_exponent_bits - 1), means(extra + 1))
+    data += [f32(0.0), f32(1.0)]
+    if len(data) != 2 ** total_bits:
+        raise ValueError(f"create_dynamic_map: signed={signed}, max_exponent_bits={max_exponent_bits}, "
+                         f"total_bits={total_bits} gives {len(data)} values, not {2 ** total_bits}")
+    data += [f32(0.0)] * (256 - len(data))
+    out = np.array(sorted(data), dtype=np.float32)
+    out.flags.writeable = False
+    return out
+
+
+def create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
+    """bitsandbytes' dynamic 8-bit map: 256 ascending float32 values, evaluated in float32 exactly as
+    torch's CPU linspace does (semantics §2.3). signed=True is the default code of quantize_blockwise
+    and of the optimizers' first state; signed=False the second state's."""
+    return _dynamic_map_cached(bool(signed), int(max_exponent_bits), int(total_bits)).copy()
+
+
+@functools.lru_cache(maxsize=None)
+def _quant_map_cached(quant_type):
+    from ._devices import backend_for
+    lib = backend_for("cpu")
+    # The 16 table values, read from the library itself: nibbles 0..15 dequantized with scale 1.0.
+    packed = np.array([0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF], dtype=np.uint8)
+    absmax = np.ones(1, dtype=np.float32)
+    out = np.empty(16, dtype=np.float32)
+    lib.checked.kbit_dequantize_4bit(_QUANT_TYPE[quant_type], 0, packed.ctypes.data, absmax.ctypes.data,
+                                     out.ctypes.data, 32, 16, None)
+    if quant_type == "fp4":
+        out[8] = 0.0  # bitsandbytes' get_4bit_type("fp4") holds +0.0 at index 8 (the kernels give -0.0)
+    out.flags.writeable = False
+    return out
+
+
+def get_4bit_type(typename):
+    """The 16-entry float32 table of "nf4" or "fp4" (bitsandbytes' quant_state.code / quant_map)."""
+    _check_quant_type("get_4bit_type", typename)
+    return _quant_map_cached(typename).copy()
+
+
+# ---- QuantState -------------------------------------------------------------------------------------
+
+def _dtype_name(dt):
+    return np.dtype(dt).name
+
+
+def _dtype_from_name(name):
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+class QuantState:
+    """Everything needed to dequantize (bitsandbytes.functional.QuantState): absmax (fp32 block
+    scales, or their uint8 codes when nested), shape and dtype of the original tensor, blocksize,
+    code (4-bit: the 16-entry quant_map; 8-bit: the 256-entry map), quant_type, and for nested
+    (compress_statistics) states the mean `offset` and `state2` (the scales' own QuantState)."""
+
+    valid_quant_types = ("fp4", "nf4")
+    valid_qs_type_keys = [f"bitsandbytes__{x}" for x in valid_quant_types]
+    valid_qs_keys = ["absmax", "quant_map", "nested_absmax", "nested_quant_map", "quant_state", "quant_type",
+                     "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype", "nested_offset"]
+
+    def __init__(self, absmax, shape=None, code=None, blocksize=None, quant_type=None, dtype=None,
+                 offset=None, state2=None):
+        self.absmax = absmax
+        self.shape = tuple(shape) if shape is not None else None
+        self.code = code
+        self.dtype = np.dtype(dtype) if dtype is not None else None
+        self.blocksize = blocksize
+        self.quant_type = quant_type
+        self.offset = None if offset is None else np.float32(offset)
+        self.state2 = state2
+        self.nested = state2 is not None
+
+    def __repr__(self):
+        return (f"QuantState(quant_type={self.quant_type!r}, blocksize={self.blocksize}, dtype={_dtype_name(self.dtype) if self.dtype is not None else None}, "
+                f"shape={self.shape}, nested={self.nested})")
+
+    def as_dict(self, packed=False):
+        """bitsandbytes' QuantState.as_dict. packed=True gives the checkpoint form: tensors plus the key
+        "quant_state.bitsandbytes__<quant_type>" holding the JSON of the other fields as uint8."""
+        qs = {"quant_type": self.quant_type, "absmax": self.absmax, "blocksize": self.blocksize,
+              "quant_map": self.code, "dtype": _dtype_name(self.dtype),
+              "shape": list(self.shape) if self.shape is not None else None}
+        if self.nested:
+            qs.update({"nested_absmax": self.state2.absmax, "nested_blocksize": self.state2.blocksize,
+                       "nested_quant_map": self.state2.code, "nested_dtype": _dtype_name(self.state2.dtype),
+                       "nested_offset": float(self.offset)})
+        if not packed:
+            return qs
+        tensors = {k: v for k, v in qs.items() if not _is_plain(v)}
+        plain = {k: v for k, v in qs.items() if _is_plain(v)}
+        tensors["quant_state.bitsandbytes__" + self.quant_type] = pack_dict_to_tensor(plain)
+        return tensors
+
+    @classmethod
+    def from_dict(cls, qs_dict):
+        """bitsandbytes' QuantState.from_dict: accepts the packed form (one key containing
+        "quant_state" whose last dotted part is bitsandbytes__nf4|fp4) or the unpacked fields; key
+        prefixes are stripped to their last dotted component."""
+        qs_key = [k for k, v in qs_dict.items() if "quant_state" in k and not _is_plain(v)]
+        if not qs_key and "quant_type" not in qs_dict:
+            raise ValueError("QuantState.from_dict: expected packed or unpacked quant_state items, found neither")
+        if len(qs_key) > 1 or (qs_key and qs_key[0].split(".")[-1] not in cls.valid_qs_type_keys):
+            raise ValueError(f"QuantState.from_dict: expected one quant_state item ending in one of "
+                             f"{cls.valid_qs_type_keys}, found {qs_key}")
+        d = dict(qs_dict)
+        if qs_key:
+            d.update(unpack_tensor_to_dict(adapter(d[qs_key[0]]).to_numpy(d.pop(qs_key[0]), None)))
+        d = {k.split(".")[-1]: v for k, v in d.items()}
+        missing = [k for k in ("quant_type", "absmax", "blocksize", "quant_map", "dtype", "shape") if k not in d]
+        if missing:
+            raise ValueError(f"QuantState.from_dict: missing {', '.join(missing)}")
+        state2 = offset = None
+        if "nested_absmax" in d:
+            offset = np.float32(float(d["nested_offset"]))
+            state2 = cls(absmax=d["nested_absmax"], blocksize=d["nested_blocksize"], code=d["nested_quant_map"],
+                         dtype=_dtype_from_name(d["nested_dtype"]))
+        return cls(quant_type=d["quant_type"], absmax=d["absmax"], blocksize=d["blocksize"], code=d["quant_map"],
+                   dtype=_dtype_from_name(d["dtype"]), shape=tuple(d["shape"]) if d["shape"] is not None else None,
+                   offset=offset, state2=state2)
+
+
+def _is_plain(v):
+    return v is None or isinstance(v, (str, int, float, list, tuple, bool))
+
+
+def pack_dict_to_tensor(source):
+    """JSON (Python json.dumps, default separators) of a dict as a uint8 array, as bitsandbytes stores it."""
+    return np.frombuffer(json.dumps(source).encode("utf-8"), dtype=np.uint8).copy()
+
+
+def unpack_tensor_to_dict(tensor):
+    return json.loads(bytes(np.asarray(tensor, dtype=np.uint8).tobytes()).decode("utf-8"))
+
+
+# ---- 4-bit ------------------------------------------------------------------------------------------
+
+def _host_scalar(ctx, x):
+    return np.float32(ctx.to_numpy(x).reshape(-1)[0])
+
+
+def quantize_4bit(A, absmax=None, out=None, blocksize=None, compress_statistics=False, quant_type="fp4",
+                  quant_storage=np.uint8):
+    """Quantizes A (float32, float16 or bfloat16) to packed 4-bit NF4/FP4 in blocks of `blocksize`
+    (default 64). Returns (packed uint8 [(n+1)//2, 1] (viewed as quant_storage), QuantState).
+    compress_statistics=True stores the block scales nested (8-bit codes of absmax - mean, blocks of
+    256), as bitsandbytes' Params4bit does by default."""
+    fn = "quantize_4bit"
+    ctx = Ctx(A)
+    blocksize = _check_blocksize(fn, 64 if blocksize is None else blocksize)
+    _check_quant_type(fn, quant_type)
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    shape, dtype = a.shape, a.dtype
+    n = a.numel
+    blocks = _blocks(n, blocksize)
+    storage = np.dtype(quant_storage)
+    nbytes = (n + 1) // 2
+    if storage != _U8 and (not isinstance(A, np.ndarray) or nbytes % storage.itemsize):
+        raise ValueError(f"{fn}: quant_storage {storage.name} needs a numpy input whose packed size "
+                         f"({nbytes} bytes) is a multiple of {storage.itemsize}")
+    if absmax is None:
+        absmax = ctx.empty((blocks,), _F32)
+    am = _arg(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
+    if out is None:
+        out = ctx.empty((nbytes, 1), _U8)
+    o = _arg(ctx, fn, out, "out", (_U8,), numel=nbytes, writable=True)
+    ctx.lib.checked.kbit_quantize_4bit(_QUANT_TYPE[quant_type], _KBIT_DTYPE[dtype], a.ptr, am.ptr, o.ptr,
+                                       blocksize, n, ctx.stream)
+    state = _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_statistics)
+    if storage != _U8:
+        out = out.reshape(-1).view(storage).reshape(-1, 1)  # bitsandbytes: [(n+1) // (2 * itemsize), 1]
+    return out, state
+
+
+def _nest(ctx, absmax, code, nested_blocksize):
+    """(uint8 codes, nested_absmax, host offset) of fp32 block scales (kbit_nested_absmax_quantize)."""
+    blocks = _numel(_shape(absmax))
+    qabsmax = ctx.empty((blocks,), _U8)
+    nested_absmax = ctx.empty((_blocks(blocks, nested_blocksize),), _F32)
+    offset = ctx.empty((1,), _F32)
+    ctx.lib.checked.kbit_nested_absmax_quantize(_addr(absmax), _addr(code), _addr(qabsmax),
+                                                _addr(nested_absmax), _addr(offset), blocks,
+                                                nested_blocksize, ctx.stream)
+    return qabsmax, nested_absmax, _host_scalar(ctx, offset)
+
+
+def _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_statistics):
+    """QuantState of 4-bit data with fp32 scales `absmax`, nested when compress_statistics."""
+    code = ctx.from_numpy(get_4bit_type(quant_type))
+    if not compress_statistics:
+        return QuantState(absmax=absmax, shape=shape, dtype=dtype, blocksize=blocksize, code=code,
+                          quant_type=quant_type)
+    code8 = ctx.from_numpy(create_dynamic_map(signed=True))
+    qabsmax, nested_absmax, offset = _nest(ctx, absmax, code8, NESTED_BLOCKSIZE)
+    state2 = QuantState(absmax=nested_absmax, code=code8, blocksize=NESTED_BLOCKSIZE, dtype=_F32)
+    return QuantState(absmax=qabsmax, shape=shape, dtype=dtype, blocksize=blocksize, code=code,
+                      quant_type=quant_type, offset=offset, state2=state2)
+
+
+def _check_state(fn, state, four_bit):
+    if not isinstance(state, QuantState):
+        raise TypeError(f"{fn}: quant_state must be a kbit.QuantState, not {type(state).__name__}")
+    if four_bit:
+        _check_quant_type(fn, state.quant_type)
+        if state.shape is None or state.dtype is None:
+            raise ValueError(f"{fn}: quant_state needs shape and dtype")
+    if state.dtype is not None and state.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{fn}: quant_state.dtype must be {_dtype_names(FLOAT_DTYPES)}, not {state.dtype.name}")
+    _check_blocksize(fn, state.blocksize)
+    if state.nested:
+        if state.offset is None:
+            raise ValueError(f"{fn}: a nested quant_state needs offset")
+        _check_blocksize(fn, state.state2.blocksize)
+
+
+def _plain_absmax(ctx, fn, state, blocks):
+    """(array, pointer) of the fp32 block scales of a state, restoring nested ones
+    (kbit_nested_absmax_dequantize); keep the array alive while the pointer is used."""
+    if not state.nested:
+        return state.absmax, _arg(ctx, fn, state.absmax, "quant_state.absmax", (_F32,), numel=blocks).ptr
+    s2 = state.state2
+    q = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
+    c = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
+    na = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
+    absmax = ctx.empty((blocks,), _F32)
+    ptr = _addr(absmax)
+    ctx.lib.checked.kbit_nested_absmax_dequantize(q.ptr, c.ptr, na.ptr, float(state.offset), ptr,
+                                                  blocks, s2.blocksize, ctx.stream)
+    return absmax, ptr
+
+
+def dequantize_4bit(A, quant_state=None, absmax=None, out=None, blocksize=None, quant_type="fp4"):
+    """Dequantizes packed 4-bit data to quant_state.dtype with quant_state.shape (or, without a
+    quant_state, with `absmax` and `out` giving scales, shape and dtype)."""
+    fn = "dequantize_4bit"
+    ctx = Ctx(A)
+    if quant_state is None:
+        if absmax is None or out is None:
+            raise ValueError(f"{fn}: without quant_state, absmax and out are required")
+        quant_state = QuantState(absmax=absmax, shape=_shape(out), dtype=_dtype(out),
+                                 blocksize=64 if blocksize is None else blocksize, quant_type=quant_type)
+    _check_state(fn, quant_state, four_bit=True)
+    n = _numel(quant_state.shape)
+    a = _arg(ctx, fn, A, "A")
+    if a.dtype.itemsize * a.numel != (n + 1) // 2:
+        raise ValueError(f"{fn}: A holds {a.dtype.itemsize * a.numel} bytes, a packed tensor of shape "
+                         f"{quant_state.shape} needs {(n + 1) // 2}")
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, quant_state, _blocks(n, quant_state.blocksize))
+    if out is None:
+        out = ctx.empty(quant_state.shape, quant_state.dtype)
+    o = _arg(ctx, fn, out, "out", (quant_state.dtype,), numel=n, writable=True)
+    ctx.lib.checked.kbit_dequantize_4bit(_QUANT_TYPE[quant_state.quant_type], _KBIT_DTYPE[quant_state.dtype],
+                                         a.ptr, absmax_ptr, o.ptr, quant_state.blocksize, n, ctx.stream)
+    return out
+
+
+def dequantize_nf4(A, quant_state=None, absmax=None, out=None, blocksize=None):
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "nf4")
+
+
+def dequantize_fp4(A, quant_state=None, absmax=None, out=None, blocksize=None):
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "fp4")
+
+
+def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None):
+    """out = A @ W^T for one activation row A (K elements, any leading 1-sized dims) and the 4-bit
+    weight W [N, K] given as its packed bytes B (bitsandbytes passes W.t() of the packed [(N*K+1)//2, 1]
+    tensor; only the bytes matter) and its QuantState. Accumulates in fp32; out has A.shape[:-1] + (N,)
+    and A's dtype. transposed_A / transposed_B are accepted for bitsandbytes compatibility and ignored,
+    as there."""
+    fn = "gemv_4bit"
+    if state is None:
+        raise ValueError(f"{fn}: state cannot be None (pass the weight's QuantState)")
+    ctx = Ctx(A)
+    _check_state(fn, state, four_bit=True)
+    if len(state.shape) != 2:
+        raise ValueError(f"{fn}: the weight of quant_state must be 2-D [N, K], not {state.shape}")
+    N, K = state.shape
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    a_shape = a.shape
+    if not a_shape or a_shape[-1] != K or _numel(a_shape) != K:
+        raise ValueError(f"{fn}: A must be one row of {K} elements (shape (..., {K}) with leading dims 1), "
+                         f"not {a_shape}")
+    if K % 2:
+        raise ValueError(f"{fn}: the inner dimension K = {K} must be even")
+    _int32(fn, "N", N), _int32(fn, "K", K)
+    b = _arg(ctx, fn, B, "B", (_U8,), numel=(N * K + 1) // 2)
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, state, _blocks(N * K, state.blocksize))
+    code = _arg(ctx, fn, state.code, "state.code", (_F32,), numel=16)
+    dtype = a.dtype
+    out_shape = a_shape[:-1] + (N,)
+    if out is None:
+        out = ctx.empty(out_shape, dtype)
+    o = _arg(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
+    name = f"cgemm_4bit_inference_naive_{_SUFFIX[dtype]}"
+    getattr(ctx.lib.checked, name)(N, 1, K, a.ptr, b.ptr, absmax_ptr, code.ptr, o.ptr, N, (K + 1) // 2, N,
+                                   state.blocksize, ctx.stream)
+    return out
+
+
+# ---- blockwise 8-bit ---------------------------------------------------------------------------
+
+def quantize_blockwise(A, code=None, absmax=None, out=None, blocksize=4096, nested=False):
+    """Blockwise dynamic 8-bit quantization of A (float32/float16/bfloat16): returns (uint8 codes with
+    A's shape, QuantState). code defaults to create_dynamic_map(signed=True). nested=True quantizes
+    the block scales again (8-bit, same blocksize), as bitsandbytes does."""
+    fn = "quantize_blockwise"
+    ctx = Ctx(A)
+    blocksize = _check_blocksize(fn, blocksize)
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    shape, dtype = a.shape, a.dtype
+    n = a.numel
+    blocks = _blocks(n, blocksize)
+    if code is None:
+        code = ctx.from_numpy(create_dynamic_map(signed=True))
+    c = _arg(ctx, fn, code, "code", (_F32,), numel=256)
+    if absmax is None:
+        absmax = ctx.empty((blocks,), _F32)
+    am = _arg(ctx, fn, absmax, "absmax", (_F32,), numel=blocks, writable=True)
+    if out is None:
+        out = ctx.empty(shape, _U8)
+    o = _arg(ctx, fn, out, "out", (_U8,), numel=n, writable=True)
+    ctx.lib.checked.kbit_quantize_blockwise_8bit(_KBIT_DTYPE[dtype], c.ptr, a.ptr, am.ptr, o.ptr, blocksize, n,
+                                                 ctx.stream)
+    if nested:
+        # As bitsandbytes: the scales are nested with the default (signed dynamic) map, whatever `code`.
+        code2 = ctx.from_numpy(create_dynamic_map(signed=True))
+        qabsmax, nested_absmax, offset = _nest(ctx, absmax, code2, blocksize)
+        state2 = QuantState(absmax=nested_absmax, code=code2, blocksize=blocksize, dtype=_F32)
+        state = QuantState(absmax=qabsmax, code=code, blocksize=blocksize, dtype=dtype, offset=offset, state2=state2)
+    else:
+        state = QuantState(absmax=absmax, code=code, blocksize=blocksize, dtype=dtype)
+    return out, state
+
+
+def dequantize_blockwise(A, quant_state=None, absmax=None, code=None, out=None, blocksize=4096, nested=False):
+    """Inverse of quantize_blockwise: out[i] = code[A[i]] * absmax[i // blocksize] in A's shape and
+    quant_state.dtype (or out's dtype; float32 without a quant_state)."""
+    fn = "dequantize_blockwise"
+    ctx = Ctx(A)
+    if quant_state is None:
+        if absmax is None:
+            raise ValueError(f"{fn}: without quant_state, absmax is required")
+        if code is None:
+            code = ctx.from_numpy(create_dynamic_map(signed=True))
+        quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize,
+                                 dtype=_dtype(out) if out is not None else _F32)
+    _check_state(fn, quant_state, four_bit=False)
+    a = _arg(ctx, fn, A, "A", (_U8,))
+    shape = a.shape
+    n = a.numel
+    bs = quant_state.blocksize
+    _absmax, absmax_ptr = _plain_absmax(ctx, fn, quant_state, _blocks(n, bs))
+    c = _arg(ctx, fn, quant_state.code, "quant_state.code", (_F32,), numel=256)
+    dtype = quant_state.dtype if quant_state.dtype is not None else _F32
+    if out is None:
+        out = ctx.empty(shape, dtype)
+    else:
+        dtype = _dtype(out)
+    o = _arg(ctx, fn, out, "out", FLOAT_DTYPES, numel=n, writable=True)
+    ctx.lib.checked.kbit_dequantize_blockwise_8bit(_KBIT_DTYPE[dtype], c.ptr, a.ptr, absmax_ptr, o.ptr,
+                                                   bs, n, ctx.stream)
+    return out
+
+
+# ---- LLM.int8 -----------------------------------------------------------------------------------
+
+def _rows_cols(fn, shape, what):
+    if len(shape) < 1:
+        raise ValueError(f"{fn}: {what} must have at least one dimension")
+    cols = shape[-1]
+    return _numel(shape[:-1]), cols
+
+
+def int8_vectorwise_quant(A, threshold=0.0):
+    """LLM.int8 row-wise quantization of a float16 matrix [..., cols]: returns (int8 codes with A's
+    shape, float32 row absmax [rows], outlier column indices (int64) or None). With threshold > 0 the
+    columns holding an |a| >= threshold are outliers; for more than one row they are zeroed in the
+    codes (computed in fp16 instead), as bitsandbytes does."""
+    fn = "int8_vectorwise_quant"
+    ctx = Ctx(A)
+    a = _arg(ctx, fn, A, "A", (_F16,))
+    threshold = float(threshold)
+    if not threshold >= 0.0:
+        raise ValueError(f"{fn}: threshold must be >= 0, not {threshold}")
+    shape = a.shape
+    rows, cols = _rows_cols(fn, shape, "A")
+    out = ctx.empty(shape, _I8)
+    row_stats = ctx.empty((rows,), _F32)
+    mask = ctx.empty((cols,), _U8) if threshold > 0 else None
+    ctx.lib.checked.kbit_int8_vectorwise_quant(a.ptr, _addr(out), _addr(row_stats),
+                                               None if mask is None else _addr(mask), threshold, rows, cols,
+                                               ctx.stream)
+    outlier_cols = None
+    if mask is not None:
+        outlier_cols = ctx.from_numpy(np.flatnonzero(ctx.to_numpy(mask)).astype(np.int64))
+    return out, row_stats, outlier_cols
+
+
+_context_lock = threading.Lock()
+
+
+def _context(lib):
+    """The library's int8 GEMM context, created once (as bitsandbytes keeps one per device)."""
+    with _context_lock:
+        ctx = lib.__dict__.get("_igemm_context")
+        if ctx is None:
+            ctx = lib.get_context()
+            if not ctx:
+                raise lib.error("get_context", 2)
+            lib._igemm_context = ctx
+        return ctx
+
+
+def int8_linear_matmul(A, B, out=None, dtype=np.int32):
+    """Exact int8 product out = A @ B^T: A int8 [..., K] (activations), B int8 [N, K] (weights),
+    out int32 [..., N] (cigemmlt_32)."""
+    fn = "int8_linear_matmul"
+    ctx = Ctx(A)
+    if np.dtype(dtype) != _I32:
+        raise TypeError(f"{fn}: only dtype int32 is supported, not {np.dtype(dtype).name}")
+    a = _arg(ctx, fn, A, "A", (_I8,))
+    b = _arg(ctx, fn, B, "B", (_I8,))
+    a_shape, b_shape = a.shape, b.shape
+    if len(b_shape) != 2 or not a_shape or a_shape[-1] != b_shape[1]:
+        raise ValueError(f"{fn}: A [..., K] and B [N, K] do not match: {a_shape} and {b_shape}")
+    tokens, K = _rows_cols(fn, a_shape, "A")
+    N = b_shape[0]
+    for what, v in (("K", K), ("N", N), ("rows of A", tokens)):
+        _int32(fn, what, v)
+    out_shape = a_shape[:-1] + (N,)
+    if out is None:
+        out = ctx.empty(out_shape, _I32)
+    o = _arg(ctx, fn, out, "out", (_I32,), shape=out_shape, writable=True)
+    ctx.lib.checked.cigemmlt_32(_context(ctx.lib), K, tokens, N, b.ptr, a.ptr, o.ptr, None, K, K, N, ctx.stream)
+    return out
+
+
+def int8_mm_dequant(A, row_stats, col_stats, out=None, bias=None):
+    """float16 result of an LLM.int8 product: out = A * row_stats * col_stats / 127^2 (+ bias), with A
+    the int32 [..., N] product, row_stats [rows] (activation absmax), col_stats [N] (weight absmax, SCB),
+    bias float16 [N] or None."""
+    fn = "int8_mm_dequant"
+    ctx = Ctx(A)
+    a = _arg(ctx, fn, A, "A", (_I32,))
+    shape = a.shape
+    rows, cols = _rows_cols(fn, shape, "A")
+    _int32(fn, "rows * cols", rows * cols)
+    rs = _arg(ctx, fn, row_stats, "row_stats", (_F32,), numel=rows)
+    cs = _arg(ctx, fn, col_stats, "col_stats", (_F32,), numel=cols)
+    bias_ptr = None if bias is None else _arg(ctx, fn, bias, "bias", (_F16,), numel=cols).ptr
+    if out is None:
+        out = ctx.empty(shape, _F16)
+    o = _arg(ctx, fn, out, "out", (_F16,), shape=shape, writable=True)
+    ctx.lib.checked.cdequant_mm_int32_fp16(a.ptr, rs.ptr, cs.ptr, o.ptr, bias_ptr, rows, cols, ctx.stream)
+    return out
+
+
+def int8_outlier_matmul(A, W, W_stats, outlier_cols, out):
+    """The fp16 outlier part of an LLM.int8 layer, added into out [rows, N] (kbit addition):
+    out += A[:, cols] @ (W[:, cols] * W_stats / 127)^T over the outlier column indices."""
+    fn = "int8_outlier_matmul"
+    ctx = Ctx(A)
+    a = _arg(ctx, fn, A, "A", (_F16,))
+    rows, K = _rows_cols(fn, a.shape, "A")
+    w = _arg(ctx, fn, W, "W", (_I8,))
+    w_shape = w.shape
+    if len(w_shape) != 2 or w_shape[1] != K:
+        raise ValueError(f"{fn}: W must be [N, {K}], not {w_shape}")
+    N = w_shape[0]
+    st = _arg(ctx, fn, W_stats, "W_stats", (_F32,), numel=N)
+    mask = np.zeros(K, dtype=np.uint8)
+    if outlier_cols is not None:
+        mask[ctx.to_numpy(outlier_cols).astype(np.int64)] = 1
+    mask_dev = ctx.from_numpy(mask)
+    o = _arg(ctx, fn, out, "out", (_F16,), numel=rows * N, writable=True)
+    ctx.lib.checked.kbit_int8_outlier_matmul_fp16(a.ptr, w.ptr, st.ptr, _addr(mask_dev), o.ptr, rows, N, K,
+                                                  ctx.stream)
+    return out
+
+
+__all__ = ["QuantState", "create_dynamic_map", "get_4bit_type", "quantize_4bit", "dequantize_4bit",
+           "dequantize_nf4", "dequantize_fp4", "gemv_4bit", "quantize_blockwise", "dequantize_blockwise",
+           "int8_vectorwise_quant", "int8_linear_matmul", "int8_mm_dequant", "int8_outlier_matmul",
+           "pack_dict_to_tensor", "unpack_tensor_to_dict"]

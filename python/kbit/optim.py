@@ -1,0 +1,340 @@
+"""bitsandbytes.optim on numpy: 32-bit and 8-bit blockwise Adam/AdamW, AdEMAMix, Lion, SGD with
+momentum, RMSprop and Adagrad over the kbit optimizer interface (kbit_optim8.h).
+
+    opt = kbit.optim.Adam8bit([w1, w2], lr=1e-3)        # parameters: numpy float32/float16/bfloat16
+    opt.step([g1, g2])                                   # gradients in the same order; updates in place
+
+Parameters are given as a list of arrays or of param groups ({"params": [...], "lr": ...}), as in
+torch. `step(grads)` takes the gradients in the order the parameters were given (flattened over the
+groups); a None gradient skips its parameter. Without an argument, step() reads `p.grad` of each
+parameter (torch-style objects). State per parameter (`opt.state[i]`, i = that order) follows
+bitsandbytes: "step", "state1", "state2", and for 8-bit state "qmap1", "qmap2", "absmax1", "absmax2".
+8-bit state is used for parameters with at least min_8bit_size (4096) elements when optim_bits=8;
+smaller ones use the 32-bit kernels, as in bitsandbytes.
+"""
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ._devices import Ctx, adapter
+from .functional import create_dynamic_map
+
+BLOCKSIZE = 256  # KBIT_OPTIM8_BLOCKSIZE
+_SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
+# 32-bit momentum/RMSprop/Adagrad carry bitsandbytes' _32/_16 names; bf16 is kbit's addition.
+_SUFFIX_32_LEGACY = {"fp32": "c{name}32bit_grad_32", "fp16": "c{name}32bit_grad_16", "bf16": "kbit_{name}32bit_grad_bf16"}
+_TWO_STATE = ("adam", "ademamix")
+
+
+def _c_name(name, bits, suffix):
+    if bits == 8:
+        return f"c{name}_8bit_blockwise_grad_{suffix}"
+    if name in ("momentum", "rmsprop", "adagrad"):
+        return _SUFFIX_32_LEGACY[suffix].format(name=name)
+    return f"c{name}32bit_grad_{suffix}"
+
+
+class Optimizer:
+    """Base of the optimizer classes: param groups, state initialisation, step counting, and the call
+    of the kbit kernel for each parameter. Subclasses set `name` (the C kernel family) and defaults."""
+
+    name = None
+
+    def __init__(self, params, defaults, optim_bits=32, min_8bit_size=4096):
+        if optim_bits not in (8, 32):
+            raise ValueError(f"{type(self).__name__}: optim_bits must be 8 or 32, not {optim_bits!r}")
+        self.defaults = dict(defaults, optim_bits=optim_bits, min_8bit_size=min_8bit_size)
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__}: empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.param_groups = []
+        for g in groups:
+            group = dict(self.defaults)
+            group.update(g)
+            group["params"] = list(g["params"])
+            self.param_groups.append(group)
+        self._params = [p for g in self.param_groups for p in g["params"]]
+        for i, p in enumerate(self._params):
+            a = adapter(p)
+            _, _, dtype, contiguous, _ = a.info(p)
+            if dtype not in _SUFFIX:
+                raise TypeError(f"{type(self).__name__}: parameter {i} has dtype {dtype.name}; "
+                                "expected float32, float16 or bfloat16")
+            if not contiguous:
+                raise ValueError(f"{type(self).__name__}: parameter {i} must be C-contiguous")
+            if isinstance(p, np.ndarray) and not p.flags.writeable:
+                raise ValueError(f"{type(self).__name__}: parameter {i} is read-only")
+        self.state = {}
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _init_state(self, i, p, group, ctx):
+        shape, dtype = adapter(p).info(p)[1], adapter(p).info(p)[2]
+        n = int(np.prod(shape, dtype=np.int64))
+        bits = 8 if group["optim_bits"] == 8 and n >= group["min_8bit_size"] else 32
+        two = self.name in _TWO_STATE
+        lead = (2,) if self.name == "ademamix" else ()  # AdEMAMix keeps m1 and m2 in state1
+        st = {"step": 0, "bits": bits}
+        if bits == 32:
+            st["state1"] = ctx.from_numpy(np.zeros(lead + tuple(shape), dtype=np.float32))
+            st["state2"] = ctx.from_numpy(np.zeros(shape, dtype=np.float32)) if two else None
+        else:
+            blocks = (n + BLOCKSIZE - 1) // BLOCKSIZE
+            st["state1"] = ctx.from_numpy(np.zeros(lead + tuple(shape), dtype=np.uint8))
+            st["qmap1"] = ctx.from_numpy(create_dynamic_map(signed=True))
+            st["absmax1"] = ctx.from_numpy(np.zeros(lead + (blocks,), dtype=np.float32))
+            if two:
+                st["state2"] = ctx.from_numpy(np.zeros(shape, dtype=np.uint8))
+                st["qmap2"] = ctx.from_numpy(create_dynamic_map(signed=False))
+                st["absmax2"] = ctx.from_numpy(np.zeros(blocks, dtype=np.float32))
+            else:
+                st["state2"] = st["qmap2"] = st["absmax2"] = None
+        self.state[i] = st
+        return st
+
+    def _hyper(self, group, step):
+        """(beta1, beta2, beta3, alpha, eps) passed to the kernel at this step."""
+        betas = tuple(group["betas"]) + (0.0, 0.0)
+        return betas[0], betas[1], 0.0, 0.0, group["eps"]
+
+    # -- stepping -------------------------------------------------------------------------------
+
+    def zero_grad(self):
+        pass  # gradients are passed to step(); nothing is kept
+
+    def step(self, grads=None):
+        """One optimizer step for every parameter with a gradient (see the module docstring)."""
+        if grads is None:
+            grads = [getattr(p, "grad", None) for p in self._params]
+        grads = list(grads)
+        if len(grads) != len(self._params):
+            raise ValueError(f"{type(self).__name__}.step: {len(grads)} gradients for {len(self._params)} parameters")
+        i = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if grads[i] is not None:
+                    self._update(i, p, grads[i], group)
+                i += 1
+
+    def _update(self, i, p, g, group):
+        cls = type(self).__name__
+        ctx = Ctx(p)
+        pa, ga = adapter(p), adapter(g)
+        p_ptr, p_shape, dtype, _, _ = pa.info(p)
+        if ga.device_type(g) != ctx.device_type:
+            raise ValueError(f"{cls}.step: gradient {i} is on {ga.device_type(g)!r}, its parameter on {ctx.device_type!r}")
+        g_ptr, g_shape, g_dtype, g_contiguous, _ = ga.info(g)
+        if g_dtype != dtype:
+            raise TypeError(f"{cls}.step: gradient {i} has dtype {g_dtype.name}, its parameter {dtype.name}")
+        if tuple(g_shape) != tuple(p_shape):
+            raise ValueError(f"{cls}.step: gradient {i} has shape {tuple(g_shape)}, its parameter {tuple(p_shape)}")
+        if not g_contiguous:
+            raise ValueError(f"{cls}.step: gradient {i} must be C-contiguous")
+        n = int(np.prod(p_shape, dtype=np.int64))
+        if n > 2**31 - 1 or (self.name == "ademamix" and 2 * n > 2**31 - 1):
+            raise ValueError(f"{cls}.step: parameter {i} is too large for the kernels' 32-bit sizes")
+        st = self.state.get(i) or self._init_state(i, p, group, ctx)
+        st["step"] += 1
+        step = st["step"]
+        beta1, beta2, beta3, alpha, eps = self._hyper(group, step)
+        lr, wd = float(group["lr"]), float(group.get("weight_decay", 0.0))
+        suffix = _SUFFIX[dtype]
+        fn = getattr(ctx.lib.checked, _c_name(self.name, st["bits"], suffix))
+        ptr = _ptr_or_null
+        if st["bits"] == 32:
+            fn(g_ptr, p_ptr, ptr(st["state1"]), ptr(st["state2"]), None, 0.0, 0.0, beta1, beta2, beta3, alpha,
+               eps, wd, step, lr, 1.0, False, n)
+        else:
+            fn(p_ptr, g_ptr, ptr(st["state1"]), ptr(st["state2"]), beta1, beta2, beta3, alpha, eps, step, lr,
+               ptr(st["qmap1"]), ptr(st["qmap2"]), ptr(st["absmax1"]), ptr(st["absmax2"]), wd, 1.0, False, n)
+
+    def state_dict(self):
+        """{"state": {index: {...}}, "param_groups": [...]} with the state arrays as they are (copy them
+        to save); groups list parameter indices instead of arrays, as torch does."""
+        groups, i = [], 0
+        for g in self.param_groups:
+            d = {k: v for k, v in g.items() if k != "params"}
+            d["params"] = list(range(i, i + len(g["params"])))
+            i += len(g["params"])
+            groups.append(d)
+        return {"state": {k: dict(v) for k, v in self.state.items()}, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        if len(state_dict["param_groups"]) != len(self.param_groups):
+            raise ValueError("load_state_dict: the number of param groups differs")
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError("load_state_dict: a param group has a different number of parameters")
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = {int(k): dict(v) for k, v in state_dict["state"].items()}
+
+
+def _ptr_or_null(x):
+    return None if x is None else adapter(x).info(x)[0]
+
+
+def _bits(cls_bits, optim_bits):
+    return cls_bits if cls_bits is not None else optim_bits
+
+
+# ---- the optimizer families -----------------------------------------------------------------
+
+class Adam(Optimizer):
+    """Adam (bitsandbytes: decoupled weight decay, so weight_decay > 0 behaves like AdamW)."""
+    name = "adam"
+    _fixed_bits = None
+    _default_wd = 0.0
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=None, amsgrad=False,
+                 optim_bits=32, min_8bit_size=4096):
+        if amsgrad:
+            raise NotImplementedError(f"{type(self).__name__}: amsgrad is not supported (as in bitsandbytes)")
+        wd = self._default_wd if weight_decay is None else weight_decay
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=wd),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+
+
+class Adam8bit(Adam):
+    _fixed_bits = 8
+
+
+class Adam32bit(Adam):
+    _fixed_bits = 32
+
+
+class AdamW(Adam):
+    _default_wd = 1e-2
+
+
+class AdamW8bit(AdamW):
+    _fixed_bits = 8
+
+
+class AdamW32bit(AdamW):
+    _fixed_bits = 32
+
+
+class AdEMAMix(Optimizer):
+    """AdEMAMix with bitsandbytes' host schedules: alpha_t = min(t*alpha/t_alpha, alpha) and
+    beta3_t = min(exp(ln b1 * ln b3 / ((1-s) ln b3 + s ln b1)), b3), s = t/t_beta3, when t_alpha /
+    t_beta3 are given."""
+    name = "ademamix"
+    _fixed_bits = None
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
+                 eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096):
+        if len(betas) != 3:
+            raise ValueError(f"{type(self).__name__}: betas must be (beta1, beta2, beta3)")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3,
+                                      eps=eps, weight_decay=weight_decay), _bits(self._fixed_bits, optim_bits),
+                         min_8bit_size)
+
+    def _hyper(self, group, step):
+        beta1, beta2, beta3 = group["betas"]
+        alpha, t_alpha, t_beta3 = group["alpha"], group["t_alpha"], group["t_beta3"]
+        alpha_t = alpha if t_alpha is None else min(step * alpha / t_alpha, alpha)
+        if t_beta3 is None:
+            beta3_t = beta3
+        else:
+            s = step / t_beta3
+            ln1, ln3 = math.log(beta1), math.log(beta3)
+            beta3_t = min(math.exp(ln1 * ln3 / ((1 - s) * ln3 + s * ln1)), beta3)
+        return beta1, beta2, beta3_t, alpha_t, group["eps"]
+
+
+class AdEMAMix8bit(AdEMAMix):
+    _fixed_bits = 8
+
+
+class AdEMAMix32bit(AdEMAMix):
+    _fixed_bits = 32
+
+
+class Lion(Optimizer):
+    name = "lion"
+    _fixed_bits = None
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, optim_bits=32, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=0.0, weight_decay=weight_decay),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+
+
+class Lion8bit(Lion):
+    _fixed_bits = 8
+
+
+class Lion32bit(Lion):
+    _fixed_bits = 32
+
+
+class SGD(Optimizer):
+    """SGD with momentum (momentum > 0 required, as in bitsandbytes); dampening and nesterov are
+    accepted and ignored there too."""
+    name = "momentum"
+    _fixed_bits = None
+
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
+                 min_8bit_size=4096):
+        if momentum == 0:
+            raise NotImplementedError(f"{type(self).__name__}: SGD without momentum is not supported")
+        super().__init__(params, dict(lr=lr, betas=(momentum, dampening), eps=0.0, weight_decay=weight_decay),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+
+
+class SGD8bit(SGD):
+    _fixed_bits = 8
+
+
+class SGD32bit(SGD):
+    _fixed_bits = 32
+
+
+class RMSprop(Optimizer):
+    name = "rmsprop"
+    _fixed_bits = None
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 optim_bits=32, min_8bit_size=4096):
+        if alpha == 0:
+            raise NotImplementedError(f"{type(self).__name__}: alpha = 0 is not supported")
+        if centered:
+            raise NotImplementedError(f"{type(self).__name__}: centered RMSprop is not supported")
+        super().__init__(params, dict(lr=lr, betas=(alpha, momentum), eps=eps, weight_decay=weight_decay),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+
+
+class RMSprop8bit(RMSprop):
+    _fixed_bits = 8
+
+
+class RMSprop32bit(RMSprop):
+    _fixed_bits = 32
+
+
+class Adagrad(Optimizer):
+    name = "adagrad"
+    _fixed_bits = None
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 optim_bits=32, min_8bit_size=4096):
+        if initial_accumulator_value != 0:
+            raise NotImplementedError(f"{type(self).__name__}: initial_accumulator_value != 0 is not supported")
+        if lr_decay != 0:
+            raise NotImplementedError(f"{type(self).__name__}: lr_decay != 0 is not supported")
+        super().__init__(params, dict(lr=lr, betas=(0.0, 0.0), eps=eps, weight_decay=weight_decay),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+
+
+class Adagrad8bit(Adagrad):
+    _fixed_bits = 8
+
+
+class Adagrad32bit(Adagrad):
+    _fixed_bits = 32
+
+
+__all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
+           "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",
+           "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]

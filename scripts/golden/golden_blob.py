@@ -1,0 +1,39 @@
+"""Shared by the golden-vector generators: where things are (repository root, bitsandbytes' CPU library
+in .venv) and the format the conformance suite reads (tests/conformance/golden.h): arrays appended
+to one binary blob, and a JSON index whose cases give their byte offsets."""
+import glob
+import json
+import os
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN_DIR = os.path.join(ROOT, "tests", "golden")
+
+
+def bnb_cpu_library():
+    """libbitsandbytes_cpu.so of the bitsandbytes wheel in .venv (installed with --no-deps), or None."""
+    hits = glob.glob(os.path.join(ROOT, ".venv/lib/python3*/site-packages/bitsandbytes/libbitsandbytes_cpu.so"))
+    return hits[0] if hits else None
+
+
+class Blob:
+    """Arrays written one after another, little-endian, as raw bytes."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def put(self, arr):
+        """Appends arr; returns {"offset", "bytes"}, the way an index names it."""
+        offset = len(self.data)
+        self.data.extend(np.ascontiguousarray(arr).tobytes())
+        return {"offset": offset, "bytes": int(arr.nbytes)}
+
+    def save(self, directory, bin_name, index_name, index):
+        """Writes the blob and its JSON index."""
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, bin_name), "wb") as f:
+            f.write(bytes(self.data))
+        with open(os.path.join(directory, index_name), "w") as f:
+            json.dump(index, f, indent=1)
+            f.write("\n")

@@ -1,0 +1,132 @@
+// hwy_elem-inl.h — kbit's element types on Highway lanes: fp32 / fp16 / bf16 loaded as fp32 lanes and
+// stored from them with one round-to-nearest-even step, NaN quietened exactly as the scalar
+// Elem<T> / float_to_half / float_to_bf16 of kbit_half.h, so SIMD and scalar paths agree bit for bit.
+// Also the quantizers' NaN-ignoring block absmax. Included by each Highway kernel file after
+// <hwy/highway.h>, once per target (the guard below
+// toggles with HWY_TARGET, Highway's convention for per-target headers).
+#if defined(KBIT_CPU_HWY_ELEM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KBIT_CPU_HWY_ELEM_INL_H_
+#undef KBIT_CPU_HWY_ELEM_INL_H_
+#else
+#define KBIT_CPU_HWY_ELEM_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <type_traits>
+
+#include "kbit/kbit_core.h"
+#include "kbit_formats.h"
+#include "kbit_half.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kbit::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Lanes(df) elements at p as fp32 lanes (exact).
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const float* p) {
+    return hn::LoadU(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_half* p) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadAsFloat(DF df, const kbit_bf16* p) {
+    const hn::Rebind<hwy::bfloat16_t, DF> db;
+    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+}
+
+// float_to_bf16 per lane, the bits in the low half of each 32-bit lane. Highway 1.0.3's bf16
+// DemoteTo truncates, so round here: + 0x7FFF + lsb, NaN kept and quietened.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Bf16BitsWide(DF, hn::Vec<DF> v) {
+    const hn::RebindToUnsigned<DF> du;
+    const auto u = hn::BitCast(du, v);
+    const auto hi = hn::ShiftRight<16>(u);
+    const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::And(hi, hn::Set(du, 1u)), hn::Set(du, 0x7FFFu))));
+    return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(hi, hn::Set(du, 0x40u)), rounded);
+}
+
+// fp32 lanes rounded to T (kbit_half or kbit_bf16), as T's 16-bit patterns.
+template <class T, class DF>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> DemoteToBits(DF df, hn::Vec<DF> v) {
+    const hn::Rebind<uint16_t, DF> d16;
+    if constexpr (std::is_same_v<T, kbit_half>) {
+        // F16C / AVX-512 conversion: round to nearest even, NaN quietened like float_to_half.
+        return hn::BitCast(d16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
+    } else {
+        static_assert(std::is_same_v<T, kbit_bf16>, "16-bit element types only");
+        return hn::DemoteTo(d16, hn::BitCast(hn::RebindToSigned<DF>(), Bf16BitsWide(df, v)));
+    }
+}
+
+// v rounded to T and back: the value a store to T and a load give.
+template <class T, class DF>
+HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
+    if constexpr (std::is_same_v<T, float>) {
+        return v;
+    } else if constexpr (std::is_same_v<T, kbit_half>) {
+        const hn::Rebind<hwy::float16_t, DF> dh;
+        return hn::PromoteTo(df, hn::DemoteTo(dh, v));
+    } else {
+        return hn::BitCast(df, hn::ShiftLeft<16>(Bf16BitsWide(df, v)));
+    }
+}
+
+// StoreU, or a non-temporal store (p aligned to the vector) when `stream`.
+template <class D>
+HWY_INLINE void StoreOrStream(hn::Vec<D> v, D d, hn::TFromD<D>* p, bool stream) {
+    if (stream) hn::Stream(v, d, p);
+    else hn::StoreU(v, d, p);
+}
+
+// fp32 lanes stored as T with one round-to-nearest-even step.
+template <class DF>
+HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, float* p, bool stream = false) {
+    StoreOrStream(v, df, p, stream);
+}
+template <class DF>
+HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, kbit_half* p, bool stream = false) {
+    StoreOrStream(DemoteToBits<kbit_half>(df, v), hn::Rebind<uint16_t, DF>(), reinterpret_cast<uint16_t*>(p), stream);
+}
+template <class DF>
+HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, kbit_bf16* p, bool stream = false) {
+    StoreOrStream(DemoteToBits<kbit_bf16>(df, v), hn::Rebind<uint16_t, DF>(), reinterpret_cast<uint16_t*>(p), stream);
+}
+
+// (v > m) ? v : m, so a NaN v leaves m: ref::absmax_fold's rule. x86 (v)maxps returns its second
+// operand unless the first is greater, and Highway's Max on its x86 targets is exactly that.
+template <class V>
+HWY_INLINE V MaxIgnoringNaN(V v, V m) {
+    static_assert(HWY_ARCH_X86, "Max's NaN rule is x86's");
+    return hn::Max(v, m);
+}
+
+// absmax_fold (kbit_formats.h) over x[0, len) from `start` (absmax_start): the block absmax of the
+// quantizers, in four independent chains (a single chain waits on the max's latency).
+template <class DF, class T>
+HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    auto a0 = hn::Set(df, start), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 * N <= len; i += 4 * N) {
+        a0 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), a0);
+        a1 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + N)), a1);
+        a2 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + 2 * N)), a2);
+        a3 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i + 3 * N)), a3);
+    }
+    for (; i + N <= len; i += N) a0 = MaxIgnoringNaN(hn::Abs(LoadAsFloat(df, x + i)), a0);
+    float amax = hn::GetLane(hn::MaxOfLanes(df, hn::Max(hn::Max(a0, a1), hn::Max(a2, a3))));  // no NaN lanes
+    for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
+    return amax;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kbit::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,26 @@
+/* The public ABI as debug information: every function of every list (abi/*.def, including the loader
+ * API) defined with an empty body against the public headers, built with -g into a small shared
+ * object whose abidw description is the baseline abi/kbit.abi. abidiff of a fresh build against the
+ * baseline (ctest abi.baseline) catches any change of a declaration, a parameter or return type, or
+ * the layout of a public struct (kbit_half, kbit_bf16, the loader's tables). */
+#include "kbit/kbit.h"
+#include "kbit/kbit_loader.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+
+#define KBIT_FN(minor, ret, name, params, args) \
+    KBIT_API ret name params { return (ret)0; }
+#include "kbit_core.def"
+#include "kbit_4bit.def"
+#include "kbit_8bit.def"
+#include "kbit_optim8.def"
+#include "kbit_loader.def"
+#undef KBIT_FN
+
+KBIT_API uint32_t kbit_core_interface_version(void) { return 0; }
+KBIT_API uint32_t kbit_4bit_interface_version(void) { return 0; }
+KBIT_API uint32_t kbit_8bit_interface_version(void) { return 0; }
+KBIT_API uint32_t kbit_optim8_interface_version(void) { return 0; }
+KBIT_API uint32_t kbit_loader_interface_version(void) { return 0; }

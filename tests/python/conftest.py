@@ -1,0 +1,62 @@
+"""Shared fixtures of the Python suite. Runs against the build tree (ctest sets KBIT_LIBRARY_DIR and
+PYTHONPATH) or an installed package."""
+import ctypes
+import glob
+import json
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+if "kbit" not in sys.modules and not os.environ.get("KBIT_TEST_INSTALLED"):
+    sys.path.insert(0, str(ROOT / "python"))
+
+
+def subprocess_env(**extra):
+    """Environment for a child interpreter that imports the same kbit as this one."""
+    env = dict(os.environ, **extra)
+    if not os.environ.get("KBIT_TEST_INSTALLED"):
+        env["PYTHONPATH"] = str(ROOT / "python")
+    return env
+
+
+def bnb_library_path():
+    """bitsandbytes' CPU library from its PyPI wheel (installed with --no-deps), or None."""
+    roots = [sysconfig.get_paths()["purelib"], *glob.glob(str(ROOT / ".venv/lib/python3*/site-packages"))]
+    for r in roots:
+        p = Path(r) / "bitsandbytes" / "libbitsandbytes_cpu.so"
+        if p.is_file():
+            return p
+    return None
+
+
+@pytest.fixture(scope="session")
+def bnb():
+    """ctypes.CDLL of libbitsandbytes_cpu.so, opened as bitsandbytes does (no argtypes); skips when
+    the wheel is not installed."""
+    p = bnb_library_path()
+    if p is None:
+        pytest.skip("bitsandbytes' libbitsandbytes_cpu.so not installed (pip install --no-deps bitsandbytes)")
+    return ctypes.CDLL(str(p))
+
+
+@pytest.fixture
+def rng(request):
+    # One seed per test, stable across runs.
+    return np.random.default_rng(sum(map(ord, request.node.nodeid)) * 7919)
+
+
+def load_golden(stem):
+    index = json.loads((GOLDEN / f"{stem}.json").read_text())
+    blob = (GOLDEN / f"{stem}.bin").read_bytes()
+    return index, blob
+
+
+def golden_array(blob, entry, dtype):
+    return np.frombuffer(blob, dtype=dtype, count=entry["bytes"] // np.dtype(dtype).itemsize,
+                         offset=entry["offset"]).copy()

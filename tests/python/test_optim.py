@@ -1,0 +1,282 @@
+"""kbit.optim: bitsandbytes' optimizer classes on numpy parameters, 32-bit state against a float64
+reference of the update rules (semantics §5.2), 8-bit blockwise state against the 32-bit results and
+the quantization bounds (§5.4), bitsandbytes' defaults, state layout, schedules and step counting."""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import kbit
+from kbit import optim
+
+
+
+def reference_steps(name, p, grads, lr, betas, eps, wd, alpha=0.0, t_alpha=None, t_beta3=None):
+    """float64 reference of the 32-bit kernels (decoupled decay after the step for Adam/AdEMAMix,
+    coupled for Momentum/RMSprop/Adagrad, before the step for Lion)."""
+    p = p.astype(np.float64)
+    s1 = np.zeros_like(p)
+    s2 = np.zeros_like(p)
+    m2 = np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        g = g.astype(np.float64)
+        b1, b2 = betas[0], betas[1]
+        if name == "adam":
+            s1 = b1 * s1 + (1 - b1) * g
+            s2 = b2 * s2 + (1 - b2) * g * g
+            c1, c2 = 1 - b1**t, math.sqrt(1 - b2**t)
+            p = p - lr * c2 / c1 * (s1 / (np.sqrt(s2) + eps * c2))
+            p = p * (1 - lr * wd)
+        elif name == "ademamix":
+            a_t = alpha if t_alpha is None else min(t * alpha / t_alpha, alpha)
+            b3 = betas[2]
+            if t_beta3 is not None:
+                x = t / t_beta3
+                b3 = min(math.exp(math.log(b1) * math.log(b3) / ((1 - x) * math.log(b3) + x * math.log(b1))), b3)
+            s1 = b1 * s1 + (1 - b1) * g
+            m2 = b3 * m2 + (1 - b3) * g
+            s2 = b2 * s2 + (1 - b2) * g * g
+            c1, c2 = 1 - b1**t, math.sqrt(1 - b2**t)
+            p = p - lr * ((s1 / c1 + a_t * m2) / (np.sqrt(s2) / c2 + eps))
+            p = p * (1 - lr * wd)
+        elif name == "momentum":
+            g = g + p * wd
+            s1 = g if t == 1 else s1 * b1 + g
+            p = p - lr * s1
+        elif name == "rmsprop":
+            g = g + p * wd
+            s1 = b1 * s1 + (1 - b1) * g * g
+            p = p - lr * g / (np.sqrt(s1) + eps)
+        elif name == "adagrad":
+            g = g + p * wd
+            s1 = s1 + g * g
+            p = p - lr * g / (np.sqrt(s1) + eps)
+        elif name == "lion":
+            p = p * (1 - lr * wd)
+            p = p - lr * np.sign(b1 * s1 + (1 - b1) * g)
+            s1 = b2 * s1 + (1 - b2) * g
+    return p
+
+
+CASES = [  # class, reference name, constructor arguments, (betas, eps) the reference uses
+    (optim.Adam, "adam", dict(lr=1e-2), ((0.9, 0.999), 1e-8, 0.0)),
+    (optim.AdamW, "adam", dict(lr=1e-2), ((0.9, 0.999), 1e-8, 1e-2)),
+    (optim.AdEMAMix, "ademamix", dict(lr=1e-2), ((0.9, 0.999, 0.9999), 1e-8, 1e-2)),
+    (optim.Lion, "lion", dict(lr=1e-3, weight_decay=0.1), ((0.9, 0.99), 0.0, 0.1)),
+    (optim.SGD, "momentum", dict(lr=1e-2, momentum=0.9, weight_decay=1e-3), ((0.9, 0.0), 0.0, 1e-3)),
+    (optim.RMSprop, "rmsprop", dict(lr=1e-3), ((0.99, 0.0), 1e-8, 0.0)),
+    (optim.Adagrad, "adagrad", dict(lr=1e-2, weight_decay=1e-2), ((0.0, 0.0), 1e-10, 1e-2)),
+]
+
+
+def grads(rng, n, steps, shape=None):
+    return [(rng.standard_normal(n) * 0.1 + 0.01).astype(np.float32).reshape(shape or (n,)) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("cls,name,kwargs,hyper", CASES, ids=[c[0].__name__ for c in CASES])
+def test_32bit_matches_the_update_rules(rng, cls, name, kwargs, hyper):
+    n, steps = 3000, 5
+    p = rng.standard_normal(n).astype(np.float32)
+    gs = grads(rng, n, steps)
+    expected = reference_steps(name, p, gs, kwargs["lr"], hyper[0], hyper[1], hyper[2],
+                               alpha=5.0 if name == "ademamix" else 0.0)
+    opt = cls([p], **kwargs)
+    for g in gs:
+        opt.step([g])
+    assert opt.state[0]["step"] == steps and opt.state[0]["state1"].dtype == np.float32
+    np.testing.assert_allclose(p, expected, rtol=2e-5, atol=2e-6 if name != "lion" else 0)
+
+
+@pytest.mark.parametrize("cls,name,kwargs,hyper", CASES, ids=[c[0].__name__ for c in CASES])
+def test_8bit_state_layout_and_one_step(rng, cls, name, kwargs, hyper):
+    n = 8192 + 300  # a partial last block
+    p8 = (rng.standard_normal(n) * 0.5).astype(np.float32)
+    p32 = p8.copy()
+    g = grads(rng, n, 1)[0]
+    o8, o32 = cls([p8], optim_bits=8, **kwargs), cls([p32], **kwargs)
+    o8.step([g])
+    o32.step([g])
+    st = o8.state[0]
+    blocks = -(-n // 256)
+    lead = (2,) if name == "ademamix" else ()
+    assert st["bits"] == 8 and st["step"] == 1
+    assert st["state1"].dtype == np.uint8 and st["state1"].shape == lead + (n,)
+    assert st["absmax1"].dtype == np.float32 and st["absmax1"].shape == lead + (blocks,)
+    assert np.array_equal(st["qmap1"], kbit.create_dynamic_map(signed=True))
+    states = [("state1", "absmax1", "qmap1")]
+    if name in ("adam", "ademamix"):
+        assert st["state2"].shape == (n,) and st["absmax2"].shape == (blocks,)
+        assert np.array_equal(st["qmap2"], kbit.create_dynamic_map(signed=False))
+        states.append(("state2", "absmax2", "qmap2"))
+    else:
+        assert st["state2"] is None and st["absmax2"] is None
+    # From zero state both kernels compute the same new states (up to the order of the fp32 operations,
+    # which differs between the two kernel families); the 8-bit one stores them as codes: per block
+    # absmax = max |state|, and each code dequantizes to within one gap of the map (the nearest code,
+    # or one further by the sign fix).
+    for key, amax_key, map_key in states:
+        kl = lead if key == "state1" else ()  # AdEMAMix: state1 holds m1 and m2
+        exact = o32.state[0][key].reshape(kl + (n,))
+        amax = st[amax_key]
+        pad = np.zeros(kl + (blocks * 256,), np.float32)
+        pad[..., :n] = np.abs(exact)
+        np.testing.assert_allclose(amax, pad.reshape(kl + (blocks, 256)).max(-1), rtol=1e-6, atol=0, err_msg=key)
+        scale = np.repeat(amax, 256, axis=-1)[..., :n]
+        deq = st[map_key][st[key]] * scale
+        gap = np.diff(st[map_key]).max()
+        assert (np.abs(deq - exact) <= gap * scale * 1.0001 + 1e-6 * np.abs(exact)).all(), key
+
+
+@pytest.mark.parametrize("cls,name,kwargs,hyper", CASES, ids=[c[0].__name__ for c in CASES])
+def test_8bit_training_tracks_32bit(rng, cls, name, kwargs, hyper):
+    n, steps = 8192, 20
+    p8 = (rng.standard_normal(n) * 0.5).astype(np.float32)
+    p0, p32 = p8.copy(), p8.copy()
+    if name in ("rmsprop", "adagrad"):
+        # bitsandbytes' 8-bit RMSprop/Adagrad step with the raw gradient (no weight-decay term in the
+        # numerator, semantics §7.5 item 3): compare without decay.
+        kwargs = dict(kwargs, weight_decay=0.0)
+    o8, o32 = cls([p8], optim_bits=8, **kwargs), cls([p32], **kwargs)
+    for g in grads(rng, n, steps):
+        o8.step([g])
+        o32.step([g])
+    # Measured 0.7-1.7 % of the distance moved for every family (8-bit states round each step).
+    moved = np.abs(p32.astype(np.float64) - p0).mean()
+    err = np.abs(p8.astype(np.float64) - p32).mean()
+    assert err <= 0.05 * moved, (err, moved)
+
+
+def test_first_8bit_step_equals_the_32bit_step(rng):
+    # From zero state the first update uses the unquantized new moments in both kernels.
+    n = 4096
+    p8 = rng.standard_normal(n).astype(np.float32)
+    p32 = p8.copy()
+    g = rng.standard_normal(n).astype(np.float32)
+    optim.Adam8bit([p8], lr=1e-3).step([g])
+    optim.Adam32bit([p32], lr=1e-3).step([g])
+    np.testing.assert_allclose(p8, p32, rtol=1e-6, atol=0)
+
+
+def test_min_8bit_size_keeps_small_tensors_in_32bit(rng):
+    big, small = rng.standard_normal(4096).astype(np.float32), rng.standard_normal(4095).astype(np.float32)
+    opt = optim.Adam8bit([big, small])
+    opt.step([np.ones(4096, np.float32), np.ones(4095, np.float32)])
+    assert opt.state[0]["state1"].dtype == np.uint8 and opt.state[1]["state1"].dtype == np.float32
+    opt2 = optim.Adam([small], optim_bits=8, min_8bit_size=100)
+    opt2.step([np.ones(4095, np.float32)])
+    assert opt2.state[0]["state1"].dtype == np.uint8
+
+
+def test_bitsandbytes_defaults():
+    p = [np.zeros(8, np.float32)]
+    d = lambda o: {k: v for k, v in o.defaults.items()}  # noqa: E731
+    assert d(optim.Adam(p)) == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, optim_bits=32,
+                                    min_8bit_size=4096)
+    assert d(optim.AdamW8bit(p))["weight_decay"] == 1e-2 and d(optim.AdamW8bit(p))["optim_bits"] == 8
+    assert d(optim.AdEMAMix(p)) == dict(lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
+                                        eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096)
+    assert d(optim.Lion(p))["lr"] == 1e-4 and d(optim.Lion(p))["betas"] == (0.9, 0.99)
+    assert d(optim.RMSprop(p))["lr"] == 1e-2 and d(optim.RMSprop(p))["betas"] == (0.99, 0)
+    assert d(optim.Adagrad(p))["eps"] == 1e-10 and d(optim.Adagrad(p))["betas"] == (0.0, 0.0)
+    assert d(optim.SGD8bit(p, lr=0.1, momentum=0.9))["betas"] == (0.9, 0)
+
+
+def test_ademamix_schedules(rng):
+    n, steps = 2048, 6
+    p = rng.standard_normal(n).astype(np.float32)
+    gs = grads(rng, n, steps)
+    expected = reference_steps("ademamix", p, gs, 1e-2, (0.9, 0.999, 0.9999), 1e-8, 1e-2, alpha=5.0, t_alpha=4,
+                               t_beta3=10)
+    opt = optim.AdEMAMix([p], lr=1e-2, t_alpha=4, t_beta3=10)
+    assert opt._hyper(opt.param_groups[0], 2)[3] == 2.5 and opt._hyper(opt.param_groups[0], 9)[3] == 5.0
+    beta3_1 = opt._hyper(opt.param_groups[0], 1)[2]
+    assert beta3_1 == pytest.approx(math.exp(math.log(0.9) * math.log(0.9999) /
+                                             (0.9 * math.log(0.9999) + 0.1 * math.log(0.9))))
+    for g in gs:
+        opt.step([g])
+    np.testing.assert_allclose(p, expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("cls", [optim.Adam, optim.Adam8bit, optim.SGD, optim.SGD8bit, optim.RMSprop, optim.Adagrad8bit,
+                                 optim.Lion8bit, optim.AdEMAMix8bit])
+def test_16bit_parameters(rng, dtype, cls):
+    n = 5000
+    p = rng.standard_normal(n).astype(dtype)
+    p_ref = p.astype(np.float32)
+    kw = dict(lr=1e-3, momentum=0.9) if cls.name == "momentum" else dict(lr=1e-3)
+    gs = grads(rng, n, 3)
+    o, o_ref = cls([p], **kw), cls([p_ref], **kw)
+    for g in gs:
+        o.step([g.astype(dtype)])
+        o_ref.step([g.astype(dtype).astype(np.float32)])
+    eps = 2.0**-8 if dtype is ml_dtypes.bfloat16 else 2.0**-11
+    # Each step rounds the parameter once to the 16-bit type.
+    assert (np.abs(p.astype(np.float32) - p_ref) <= 3 * eps * np.abs(p_ref) + 1e-3).all()
+
+
+def test_param_groups_none_gradients_and_step_counting(rng):
+    a, b, c = (rng.standard_normal(100).astype(np.float32) for _ in range(3))
+    a0, b0, c0 = a.copy(), b.copy(), c.copy()
+    opt = optim.Adam([{"params": [a, b], "lr": 1e-2}, {"params": [c], "lr": 1e-1}])
+    g = np.ones(100, np.float32)
+    opt.step([g, None, g])
+    opt.step([g, None, g])
+    assert opt.state[0]["step"] == 2 and 1 not in opt.state and opt.state[2]["step"] == 2
+    assert np.array_equal(b, b0)
+    ra, rc = a0.copy(), c0.copy()
+    o1, o2 = optim.Adam([ra], lr=1e-2), optim.Adam([rc], lr=1e-1)
+    for _ in range(2):
+        o1.step([g])
+        o2.step([g])
+    assert np.array_equal(a, ra) and np.array_equal(c, rc)
+
+
+def test_step_reads_grad_attributes():
+    class Param(np.ndarray):
+        pass
+    p = np.zeros(64, np.float32).view(Param)
+    p.grad = np.ones(64, np.float32)
+    optim.Lion([p], lr=0.5).step()
+    assert np.array_equal(np.asarray(p), np.full(64, -0.5, np.float32))
+
+
+def test_state_dict_round_trip(rng):
+    p1 = rng.standard_normal(5000).astype(np.float32)
+    p2 = p1.copy()
+    gs = grads(rng, 5000, 4)
+    o1 = optim.Adam8bit([p1], lr=1e-3)
+    for g in gs:
+        o1.step([g])
+    o2 = optim.Adam8bit([p2], lr=1e-3)
+    for g in gs[:2]:
+        o2.step([g])
+    saved = o2.state_dict()
+    saved = {"state": {k: {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in s.items()}
+                       for k, s in saved["state"].items()}, "param_groups": saved["param_groups"]}
+    o3 = optim.Adam8bit([p2], lr=1e-3)
+    o3.load_state_dict(saved)
+    for g in gs[2:]:
+        o3.step([g])
+    assert np.array_equal(p1, p2) and o3.state[0]["step"] == 4
+
+
+def test_optimizer_errors(rng):
+    p = np.zeros(64, np.float32)
+    with pytest.raises(NotImplementedError, match="SGD without momentum"):
+        optim.SGD([p], lr=0.1)
+    with pytest.raises(ValueError, match="optim_bits must be 8 or 32"):
+        optim.Adam([p], optim_bits=16)
+    with pytest.raises(TypeError, match="parameter 0 has dtype float64"):
+        optim.Adam([np.zeros(4)])
+    with pytest.raises(ValueError, match="parameter 0 must be C-contiguous"):
+        optim.Adam([np.zeros((8, 8), np.float32).T])
+    opt = optim.Adam([p])
+    with pytest.raises(ValueError, match=r"Adam.step: 2 gradients for 1 parameters"):
+        opt.step([p, p])
+    with pytest.raises(TypeError, match="gradient 0 has dtype float16, its parameter float32"):
+        opt.step([np.zeros(64, np.float16)])
+    with pytest.raises(ValueError, match=r"gradient 0 has shape \(32,\), its parameter \(64,\)"):
+        opt.step([np.zeros(32, np.float32)])
+    assert 0 not in opt.state  # nothing happened
