@@ -203,11 +203,12 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
 TEMPLATE_TEST_CASE("8bit blockwise: dequantize equals the reference", "[8bit][dequantize]", float, kbit_half,
                    kbit_bf16) {
     for (const auto& table : code_tables())
-        for (int64_t B : kBlocksizes8) {
-            const int64_t n = 3 * B + 7;
-            check_dequantize<TestType>(table.code, random_codes(n, 9), random_absmax((n + B - 1) / B, 10), B, 0,
-                                       table.name);
-        }
+        for (int64_t B : kBlocksizes8)
+            // Last blocks of 7 and of B/2 + 3 elements: short and long partial blocks, neither a
+            // multiple of a SIMD width.
+            for (const int64_t n : {3 * B + 7, 3 * B + B / 2 + 3})
+                check_dequantize<TestType>(table.code, random_codes(n, 9), random_absmax((n + B - 1) / B, 10), B,
+                                           0, table.name);
 }
 
 TEMPLATE_TEST_CASE("8bit blockwise: dequantize of large outputs (streaming stores, threads, misaligned)",
