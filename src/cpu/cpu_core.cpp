@@ -9,6 +9,7 @@
 #include "cpu_isa.h"
 #include "kbit/kbit_core.h"
 #include "kbit_error.h"
+#include "kbit_validate_core.h"
 
 namespace {
 
@@ -76,14 +77,9 @@ KBIT_API kbit_status kbit_device_free(void* ptr) {
 }
 
 KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32_t kind) {
-    static const char* fn = "kbit_memcpy";
-    if (kind != KBIT_MEMCPY_HOST_TO_DEVICE && kind != KBIT_MEMCPY_DEVICE_TO_HOST &&
-        kind != KBIT_MEMCPY_DEVICE_TO_DEVICE)
-        return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "kind %d is not a KBIT_MEMCPY_* value",
-                               static_cast<int>(kind));
-    if (bytes == 0) return KBIT_STATUS_SUCCESS;
-    if (dst == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "dst is NULL");
-    if (src == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "src is NULL");
+    bool empty = false;
+    const kbit_status s = kbit::validate_memcpy("kbit_memcpy", dst, src, bytes, kind, &empty);
+    if (s != KBIT_STATUS_SUCCESS || empty) return s;
     std::memmove(dst, src, bytes);
     return KBIT_STATUS_SUCCESS;
 }

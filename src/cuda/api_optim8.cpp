@@ -49,68 +49,10 @@ kbit_status optim8(const char* fn, Kind kind, T* p, T* g, unsigned char* state1,
 
 }  // namespace
 
-// One exported function per optimizer and type, each forwarding to the templates above.
-#define KBIT_CUDA_OPTIM32(name, T, kind)                                                                  \
-    KBIT_API kbit_status name(T* g, T* p, float* state1, float* state2, float* unorm, float max_unorm,     \
-                              float param_norm, const float beta1, const float beta2, const float beta3,   \
-                              const float alpha, const float eps, const float weight_decay, const int step, \
-                              const float lr, const float gnorm_scale, bool skip_zeros, const int n) {      \
-        return optim32<T>(#name, Kind::kind, g, p, state1, state2, unorm, max_unorm, param_norm, beta1,    \
-                          beta2, beta3, alpha, eps, weight_decay, step, lr, gnorm_scale, skip_zeros, n);    \
-    }
-
-#define KBIT_CUDA_OPTIM8(name, T, kind)                                                                      \
-    KBIT_API kbit_status name(T* p, T* g, unsigned char* state1, unsigned char* state2, float beta1,          \
-                              float beta2, float beta3, float alpha, float eps, int step, float lr,           \
-                              float* quantiles1, float* quantiles2, float* absmax1, float* absmax2,           \
-                              float weight_decay, const float gnorm_scale, bool skip_zeros, int n) {          \
-        return optim8<T>(#name, Kind::kind, p, g, state1, state2, beta1, beta2, beta3, alpha, eps, step, lr,   \
-                         quantiles1, quantiles2, absmax1, absmax2, weight_decay, gnorm_scale, skip_zeros, n);  \
-    }
+// Every exported update, forwarding to the templates above.
+#include "kbit_export_optim8.h"
 
 extern "C" {
-
-KBIT_API uint32_t kbit_optim8_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR);
-}
-
-KBIT_CUDA_OPTIM32(cadam32bit_grad_fp32, float, Adam)
-KBIT_CUDA_OPTIM32(cadam32bit_grad_fp16, kbit_half, Adam)
-KBIT_CUDA_OPTIM32(cadam32bit_grad_bf16, kbit_bf16, Adam)
-KBIT_CUDA_OPTIM32(cademamix32bit_grad_fp32, float, AdEMAMix)
-KBIT_CUDA_OPTIM32(cademamix32bit_grad_fp16, kbit_half, AdEMAMix)
-KBIT_CUDA_OPTIM32(cademamix32bit_grad_bf16, kbit_bf16, AdEMAMix)
-KBIT_CUDA_OPTIM32(clion32bit_grad_fp32, float, Lion)
-KBIT_CUDA_OPTIM32(clion32bit_grad_fp16, kbit_half, Lion)
-KBIT_CUDA_OPTIM32(clion32bit_grad_bf16, kbit_bf16, Lion)
-KBIT_CUDA_OPTIM32(cmomentum32bit_grad_32, float, Momentum)
-KBIT_CUDA_OPTIM32(cmomentum32bit_grad_16, kbit_half, Momentum)
-KBIT_CUDA_OPTIM32(crmsprop32bit_grad_32, float, RMSprop)
-KBIT_CUDA_OPTIM32(crmsprop32bit_grad_16, kbit_half, RMSprop)
-KBIT_CUDA_OPTIM32(cadagrad32bit_grad_32, float, Adagrad)
-KBIT_CUDA_OPTIM32(cadagrad32bit_grad_16, kbit_half, Adagrad)
-KBIT_CUDA_OPTIM32(kbit_momentum32bit_grad_bf16, kbit_bf16, Momentum)
-KBIT_CUDA_OPTIM32(kbit_rmsprop32bit_grad_bf16, kbit_bf16, RMSprop)
-KBIT_CUDA_OPTIM32(kbit_adagrad32bit_grad_bf16, kbit_bf16, Adagrad)
-
-KBIT_CUDA_OPTIM8(cadam_8bit_blockwise_grad_fp32, float, Adam)
-KBIT_CUDA_OPTIM8(cadam_8bit_blockwise_grad_fp16, kbit_half, Adam)
-KBIT_CUDA_OPTIM8(cadam_8bit_blockwise_grad_bf16, kbit_bf16, Adam)
-KBIT_CUDA_OPTIM8(cmomentum_8bit_blockwise_grad_fp32, float, Momentum)
-KBIT_CUDA_OPTIM8(cmomentum_8bit_blockwise_grad_fp16, kbit_half, Momentum)
-KBIT_CUDA_OPTIM8(cmomentum_8bit_blockwise_grad_bf16, kbit_bf16, Momentum)
-KBIT_CUDA_OPTIM8(crmsprop_8bit_blockwise_grad_fp32, float, RMSprop)
-KBIT_CUDA_OPTIM8(crmsprop_8bit_blockwise_grad_fp16, kbit_half, RMSprop)
-KBIT_CUDA_OPTIM8(crmsprop_8bit_blockwise_grad_bf16, kbit_bf16, RMSprop)
-KBIT_CUDA_OPTIM8(clion_8bit_blockwise_grad_fp32, float, Lion)
-KBIT_CUDA_OPTIM8(clion_8bit_blockwise_grad_fp16, kbit_half, Lion)
-KBIT_CUDA_OPTIM8(clion_8bit_blockwise_grad_bf16, kbit_bf16, Lion)
-KBIT_CUDA_OPTIM8(cadagrad_8bit_blockwise_grad_fp32, float, Adagrad)
-KBIT_CUDA_OPTIM8(cadagrad_8bit_blockwise_grad_fp16, kbit_half, Adagrad)
-KBIT_CUDA_OPTIM8(cadagrad_8bit_blockwise_grad_bf16, kbit_bf16, Adagrad)
-KBIT_CUDA_OPTIM8(cademamix_8bit_blockwise_grad_fp32, float, AdEMAMix)
-KBIT_CUDA_OPTIM8(cademamix_8bit_blockwise_grad_fp16, kbit_half, AdEMAMix)
-KBIT_CUDA_OPTIM8(cademamix_8bit_blockwise_grad_bf16, kbit_bf16, AdEMAMix)
 
 KBIT_API void* cget_managed_ptr(size_t bytes) {
     static const char* fn = "cget_managed_ptr";

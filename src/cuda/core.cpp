@@ -14,6 +14,7 @@
 #include "cuda_check.h"
 #include "kbit/kbit_core.h"
 #include "kbit_error.h"
+#include "kbit_validate_core.h"
 
 namespace {
 
@@ -140,13 +141,9 @@ KBIT_API kbit_status kbit_device_free(void* ptr) {
 KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32_t kind) {
     static const char* fn = "kbit_memcpy";
     return kbit::guarded(fn, [&] {
-        if (kind != KBIT_MEMCPY_HOST_TO_DEVICE && kind != KBIT_MEMCPY_DEVICE_TO_HOST &&
-            kind != KBIT_MEMCPY_DEVICE_TO_DEVICE)
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "kind %d is not a KBIT_MEMCPY_* value",
-                                   static_cast<int>(kind));
-        if (bytes == 0) return KBIT_STATUS_SUCCESS;
-        if (dst == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "dst is NULL");
-        if (src == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "src is NULL");
+        bool empty = false;
+        const kbit_status s = kbit::validate_memcpy(fn, dst, src, bytes, kind, &empty);
+        if (s != KBIT_STATUS_SUCCESS || empty) return s;
         // cudaMemcpyDefault lets unified addressing tell host, device and managed memory apart.
         KBIT_CUDA_TRY(fn, "cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
         // A device-to-device cudaMemcpy does not wait for the copy; the contract is synchronous.

@@ -16,6 +16,7 @@
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
+#include "optim_dispatch.h"
 #include "optim_lanes.h"
 
 namespace kbit::cuda {
@@ -144,28 +145,14 @@ kbit_status run(const char* fn, const optim::Hyper& h, const Optim32Args& m, cud
     return st;
 }
 
-template <class T>
-kbit_status run_kind(const char* fn, Kind kind, const optim::Hyper& h, const Optim32Args& m, cudaStream_t stream) {
-    switch (kind) {
-        case Kind::Adam: return run<T, Kind::Adam>(fn, h, m, stream);
-        case Kind::Momentum: return run<T, Kind::Momentum>(fn, h, m, stream);
-        case Kind::RMSprop: return run<T, Kind::RMSprop>(fn, h, m, stream);
-        case Kind::Lion: return run<T, Kind::Lion>(fn, h, m, stream);
-        case Kind::Adagrad: return run<T, Kind::Adagrad>(fn, h, m, stream);
-        default: return run<T, Kind::AdEMAMix>(fn, h, m, stream);
-    }
-}
-
 }  // namespace
 
 kbit_status optim32(const char* fn, int32_t dtype, Kind kind, const optim::Hyper& h, const Optim32Args& m,
                     void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return run_kind<kbit_half>(fn, kind, h, m, s);
-        case KBIT_DTYPE_BF16: return run_kind<kbit_bf16>(fn, kind, h, m, s);
-        default: return run_kind<float>(fn, kind, h, m, s);
-    }
+    return launch_for(dtype, kind, [&](auto elem, auto k) {
+        return run<typename decltype(elem)::type, decltype(k)::value>(fn, h, m, s);
+    });
 }
 
 }  // namespace kbit::cuda

@@ -15,6 +15,7 @@
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
+#include "optim_dispatch.h"
 #include "optim_lanes.h"
 
 namespace kbit::cuda {
@@ -156,28 +157,14 @@ kbit_status run(const char* fn, const optim::Hyper& h, const Optim8Args& m, cuda
     return check_launch(fn, "blockwise8_kernel");
 }
 
-template <class T>
-kbit_status run_kind(const char* fn, Kind kind, const optim::Hyper& h, const Optim8Args& m, cudaStream_t stream) {
-    switch (kind) {
-        case Kind::Adam: return run<T, Kind::Adam>(fn, h, m, stream);
-        case Kind::Momentum: return run<T, Kind::Momentum>(fn, h, m, stream);
-        case Kind::RMSprop: return run<T, Kind::RMSprop>(fn, h, m, stream);
-        case Kind::Lion: return run<T, Kind::Lion>(fn, h, m, stream);
-        case Kind::Adagrad: return run<T, Kind::Adagrad>(fn, h, m, stream);
-        default: return run<T, Kind::AdEMAMix>(fn, h, m, stream);
-    }
-}
-
 }  // namespace
 
 kbit_status optim8_blockwise(const char* fn, int32_t dtype, Kind kind, const optim::Hyper& h, const Optim8Args& m,
                              void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return run_kind<kbit_half>(fn, kind, h, m, s);
-        case KBIT_DTYPE_BF16: return run_kind<kbit_bf16>(fn, kind, h, m, s);
-        default: return run_kind<float>(fn, kind, h, m, s);
-    }
+    return launch_for(dtype, kind, [&](auto elem, auto k) {
+        return run<typename decltype(elem)::type, decltype(k)::value>(fn, h, m, s);
+    });
 }
 
 }  // namespace kbit::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kbit_optim_math.h"
+#include "optim_hyper.h"
 #include "testutil.h"
 
 namespace kbit_test {
@@ -133,20 +134,6 @@ inline const Optim8Fn& optim8_function(Kind kind, int32_t dtype) {
     for (const auto& f : optim8_functions())
         if (f.kind == kind && f.dtype == dtype) return f;
     throw std::logic_error("no such 8-bit optimizer");
-}
-
-// Hyperparameters bitsandbytes uses for each optimizer (§5.1), with weight decay wd.
-inline Hyper default_hyper(Kind kind, int step, float wd = 0.0f) {
-    Hyper h{0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, wd, 1e-3f, 1.0f, step, false};
-    switch (kind) {
-        case Kind::Momentum: h.beta1 = 0.9f, h.beta2 = 0.0f, h.eps = 0.0f, h.lr = 1e-2f; break;
-        case Kind::RMSprop: h.beta1 = 0.99f, h.beta2 = 0.0f, h.lr = 1e-3f; break;
-        case Kind::Adagrad: h.beta1 = 0.0f, h.beta2 = 0.0f, h.eps = 1e-10f, h.lr = 1e-2f; break;
-        case Kind::Lion: h.beta1 = 0.9f, h.beta2 = 0.99f, h.lr = 1e-4f; break;
-        case Kind::AdEMAMix: h.beta3 = 0.9999f, h.alpha = 5.0f; break;
-        default: break;
-    }
-    return h;
 }
 
 // Raw element storage of a dtype (fp32 / fp16 / bf16) filled from fp32 values with RN.

@@ -91,20 +91,20 @@ TEMPLATE_TEST_CASE("blockwise quantizers (CUDA split): absmax and codes equal kb
             std::vector<float> absmax8(blocks);
             std::vector<uint8_t> q8(n);
             kbit::ref::quantize_blockwise_8bit(code.data(), A.data(), absmax8.data(), q8.data(), bs, n);
-            REQUIRE(hostcheck::first_difference(s.absmax, absmax8) == -1);
+            REQUIRE(hostcheck::first_bit_difference(s.absmax, absmax8) == -1);
             if (tail > 0) CHECK(s.absmax.back() == 0.0f);  // all-NaN partial block
             std::vector<uint8_t> got8(n);
             for (int64_t i = 0; i < n; ++i) {  // Coder8: code8_index_bfs(x * (1 / absmax))
                 const float r = 1.0f / s.absmax[i / bs];
                 got8[i] = kbit::code8_index_bfs(node, code.data(), kbit::Elem<T>::load(A[i]) * r);
             }
-            CHECK(hostcheck::first_difference(got8, q8) == -1);
+            CHECK(hostcheck::first_bit_difference(got8, q8) == -1);
 
             for (kbit::QuantType q : {kbit::QuantType::NF4, kbit::QuantType::FP4}) {
                 std::vector<float> absmax4(blocks);
                 std::vector<uint8_t> q4((n + 1) / 2);
                 kbit::ref::quantize_4bit(q, A.data(), absmax4.data(), q4.data(), bs, n);
-                CHECK(hostcheck::first_difference(s.absmax, absmax4) == -1);
+                CHECK(hostcheck::first_bit_difference(s.absmax, absmax4) == -1);
                 std::vector<uint8_t> got4((n + 1) / 2);
                 for (int64_t i = 0; i < n; i += 2) {  // Coder4: pairs, the odd tail padded with 0
                     const float r = 1.0f / s.absmax[i / bs];
@@ -112,7 +112,7 @@ TEMPLATE_TEST_CASE("blockwise quantizers (CUDA split): absmax and codes equal kb
                     const float y1 = (i + 1 < n ? kbit::Elem<T>::load(A[i + 1]) : 0.0f) * r;
                     got4[i / 2] = kbit::pack_nibbles(kbit::ref::index_4bit(q, y0), kbit::ref::index_4bit(q, y1));
                 }
-                CHECK(hostcheck::first_difference(got4, q4) == -1);
+                CHECK(hostcheck::first_bit_difference(got4, q4) == -1);
             }
         }
     }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "host_util.h"
+#include "optim_hyper.h"
 #include "optim_lanes.h"
 #include "ref_optim8.h"
 
@@ -21,15 +22,9 @@ using hostcheck::kNaN;
 const Kind kKinds[] = {Kind::Adam, Kind::Momentum, Kind::RMSprop, Kind::Lion, Kind::Adagrad, Kind::AdEMAMix};
 
 Hyper hyper(Kind kind, int step, float wd, bool skip_zeros, float gnorm_scale) {
-    Hyper h{0.9f, 0.999f, 0.0f, 0.0f, 1e-8f, wd, 1e-3f, gnorm_scale, step, skip_zeros};
-    switch (kind) {
-        case Kind::Momentum: h.beta1 = 0.9f, h.beta2 = 0.0f, h.eps = 0.0f, h.lr = 1e-2f; break;
-        case Kind::RMSprop: h.beta1 = 0.99f, h.beta2 = 0.0f, h.lr = 1e-3f; break;
-        case Kind::Adagrad: h.beta1 = 0.0f, h.beta2 = 0.0f, h.eps = 1e-10f, h.lr = 1e-2f; break;
-        case Kind::Lion: h.beta1 = 0.9f, h.beta2 = 0.99f, h.lr = 1e-4f; break;
-        case Kind::AdEMAMix: h.beta3 = 0.9999f, h.alpha = 5.0f; break;
-        default: break;
-    }
+    Hyper h = kbit_test::default_hyper(kind, step, wd);
+    h.skip_zeros = skip_zeros;
+    h.gnorm_scale = gnorm_scale;
     return h;
 }
 
@@ -132,9 +127,9 @@ void check32(int64_t n, const Config& cfg) {
     const kbit::ref::Mem32 mem{g.data(), rp.data(), rs1.data(), two ? rs2.data() : nullptr, n};
     kbit::ref::optim32_step(kbit::Elem<T>::dtype, K, h, mem, &runorm, cfg.max_unorm, 0.05f);
     cuda_run32<T, K>(h, g.data(), cp.data(), cs1.data(), two ? cs2.data() : nullptr, &cunorm, cfg.max_unorm, 0.05f, n);
-    CHECK(hostcheck::first_difference(cp, rp) == -1);
-    CHECK(hostcheck::first_difference(cs1, rs1) == -1);
-    if (two) CHECK(hostcheck::first_difference(cs2, rs2) == -1);
+    CHECK(hostcheck::first_bit_difference(cp, rp) == -1);
+    CHECK(hostcheck::first_bit_difference(cs1, rs1) == -1);
+    if (two) CHECK(hostcheck::first_bit_difference(cs2, rs2) == -1);
     CHECK(hostcheck::bits_of(cunorm) == hostcheck::bits_of(runorm));
 }
 
@@ -230,12 +225,12 @@ void check8(int64_t n, const Config& cfg, const Tables& tb, bool fresh) {
     kbit::ref::optim8_step(kbit::Elem<T>::dtype, K, h, mem);
     cuda_run8<T, K>(h, cp.data(), g.data(), cc1.data(), two ? cc2.data() : nullptr, tb.q1.data(),
                     two ? tb.q2.data() : nullptr, ca1.data(), two ? ca2.data() : nullptr, n);
-    CHECK(hostcheck::first_difference(cp, rp) == -1);
-    CHECK(hostcheck::first_difference(cc1, rc1) == -1);
-    CHECK(hostcheck::first_difference(ca1, ra1) == -1);
+    CHECK(hostcheck::first_bit_difference(cp, rp) == -1);
+    CHECK(hostcheck::first_bit_difference(cc1, rc1) == -1);
+    CHECK(hostcheck::first_bit_difference(ca1, ra1) == -1);
     if (two) {
-        CHECK(hostcheck::first_difference(cc2, rc2) == -1);
-        CHECK(hostcheck::first_difference(ca2, ra2) == -1);
+        CHECK(hostcheck::first_bit_difference(cc2, rc2) == -1);
+        CHECK(hostcheck::first_bit_difference(ca2, ra2) == -1);
     }
 }
 

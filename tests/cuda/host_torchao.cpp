@@ -57,7 +57,7 @@ void check_quantize(int64_t blocks, int64_t scaler_block_size) {
     for (int64_t b = 0; b < blocks; ++b) scalers[b] = kbit::torchao_block_scaler(w.data() + b * bs, bs);
     std::vector<T> ref_scalers(blocks);
     kbit::ref::torchao_block_absmax(w.data(), ref_scalers.data(), 0, blocks, bs);
-    REQUIRE(hostcheck::first_difference(scalers, ref_scalers) == -1);
+    REQUIRE(hostcheck::first_bit_difference(scalers, ref_scalers) == -1);
     std::vector<int8_t> q(blocks);
     std::vector<T> f(groups), m(1);
     kbit::ref::torchao_scalers(scalers.data(), q.data(), f.data(), m.data(), blocks, scaler_block_size);
@@ -69,10 +69,10 @@ void check_quantize(int64_t blocks, int64_t scaler_block_size) {
         const uint8_t lo = kbit::torchao_element_index<T>(kbit::Elem<T>::load(w[2 * j + 1]), s, table.data());
         d[j] = kbit::pack_nibbles(hi, lo);
     }
-    CHECK(hostcheck::first_difference(d, rd) == -1);
-    CHECK(hostcheck::first_difference(q, rq) == -1);
-    CHECK(hostcheck::first_difference(f, rf) == -1);
-    CHECK(hostcheck::first_difference(m, rm) == -1);
+    CHECK(hostcheck::first_bit_difference(d, rd) == -1);
+    CHECK(hostcheck::first_bit_difference(q, rq) == -1);
+    CHECK(hostcheck::first_bit_difference(f, rf) == -1);
+    CHECK(hostcheck::first_bit_difference(m, rm) == -1);
 }
 
 template <class T>
@@ -102,7 +102,7 @@ void check_dequantize(int64_t blocks, int64_t scaler_block_size) {
             got[2 * j] = kbit::torchao_dequantize_element<T>(table[data[j] >> 4], s);
             got[2 * j + 1] = kbit::torchao_dequantize_element<T>(table[data[j] & 0xF], s);
         }
-        CHECK(hostcheck::first_difference(got, want) == -1);
+        CHECK(hostcheck::first_bit_difference(got, want) == -1);
     }
 }
 

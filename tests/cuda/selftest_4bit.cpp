@@ -25,8 +25,8 @@ void check_codec(QuantType q, int64_t B, int64_t n, size_t offset) {
     st::kbit_ok(kbit_quantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dA.get(), dabs.get(), dout.get(), B, n,
                                    nullptr),
                 "kbit_quantize_4bit");
-    CHECK(st::first_difference(dabs.download(), want_absmax) == -1);
-    CHECK(st::first_difference(dout.download(), want) == -1);
+    CHECK(st::first_bit_difference(dabs.download(), want_absmax) == -1);
+    CHECK(st::first_bit_difference(dout.download(), want) == -1);
 
     std::vector<T> want_back(n);
     kbit::ref::dequantize_4bit(q, want.data(), want_absmax.data(), want_back.data(), B, n);
@@ -34,7 +34,7 @@ void check_codec(QuantType q, int64_t B, int64_t n, size_t offset) {
     st::kbit_ok(kbit_dequantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dout.get(), dabs.get(), dback.get(),
                                      B, n, nullptr),
                 "kbit_dequantize_4bit");
-    CHECK(st::first_difference(dback.download(), want_back) == -1);
+    CHECK(st::first_bit_difference(dback.download(), want_back) == -1);
 }
 
 }  // namespace
@@ -61,7 +61,7 @@ TEST_CASE("cuda 4-bit bitsandbytes names run on the default stream and match kbi
     st::Buf<uint8_t> dout(want.size());
     st::Buf<float> dabs(want_absmax.size());
     st::kbit_ok(cquantize_blockwise_bf16_nf4(nullptr, dA.get(), dabs.get(), dout.get(), B, n), "cquantize_blockwise_bf16_nf4");
-    CHECK(st::first_difference(dout.download(), want) == -1);
+    CHECK(st::first_bit_difference(dout.download(), want) == -1);
     cudaStream_t s;
     st::cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
     st::Buf<kbit_bf16> dback(n);
@@ -70,7 +70,7 @@ TEST_CASE("cuda 4-bit bitsandbytes names run on the default stream and match kbi
     st::kbit_ok(kbit_stream_synchronize(s), "kbit_stream_synchronize");
     std::vector<kbit_bf16> want_back(n);
     kbit::ref::dequantize_4bit(QuantType::NF4, want.data(), want_absmax.data(), want_back.data(), B, n);
-    CHECK(st::first_difference(dback.download(), want_back) == -1);
+    CHECK(st::first_bit_difference(dback.download(), want_back) == -1);
     cudaStreamDestroy(s);
 }
 
@@ -99,8 +99,8 @@ TEST_CASE("cuda nested absmax: bitsandbytes double quantization and its inverse 
                                                     nullptr),
                         "kbit_nested_absmax_quantize");
             CHECK(st::bits_of(doff.download()[0]) == st::bits_of(offset));
-            CHECK(st::first_difference(dnested.download(), want_nested) == -1);
-            CHECK(st::first_difference(dq.download(), want_q) == -1);
+            CHECK(st::first_bit_difference(dnested.download(), want_nested) == -1);
+            CHECK(st::first_bit_difference(dq.download(), want_q) == -1);
 
             kbit::ref::nested_absmax_dequantize(want_q.data(), code.data(), want_nested.data(), offset, want_back.data(),
                                                 blocks, nb);
@@ -108,7 +108,7 @@ TEST_CASE("cuda nested absmax: bitsandbytes double quantization and its inverse 
             st::kbit_ok(kbit_nested_absmax_dequantize(dq.get(), dcode.get(), dnested.get(), offset, dback.get(), blocks, nb,
                                                       nullptr),
                         "kbit_nested_absmax_dequantize");
-            CHECK(st::first_difference(dback.download(), want_back) == -1);
+            CHECK(st::first_bit_difference(dback.download(), want_back) == -1);
         }
 }
 
@@ -151,15 +151,15 @@ void check_torchao(int64_t n, int64_t bs, int64_t sbs, bool specials) {
     st::Buf<int8_t> dq(blocks);
     st::kbit_ok(torchao_quantize<T>(dw.get(), ddata.get(), dq.get(), dfactor.get(), dmean.get(), n, bs, sbs),
                 "kbit_quantize_nf4_torchao");
-    CHECK(st::first_difference(dmean.download(), want_m) == -1);
-    CHECK(st::first_difference(dfactor.download(), want_f) == -1);
-    CHECK(st::first_difference(dq.download(), want_q) == -1);
-    CHECK(st::first_difference(ddata.download(), want_d) == -1);
+    CHECK(st::first_bit_difference(dmean.download(), want_m) == -1);
+    CHECK(st::first_bit_difference(dfactor.download(), want_f) == -1);
+    CHECK(st::first_bit_difference(dq.download(), want_q) == -1);
+    CHECK(st::first_bit_difference(ddata.download(), want_d) == -1);
 
     kbit::ref::torchao_dequantize(want_d.data(), want_q.data(), want_f.data(), want_m.data(), want_w.data(), n, bs, sbs);
     st::kbit_ok(torchao_dequantize<T>(ddata.get(), dq.get(), dfactor.get(), dmean.get(), dout.get(), n, bs, sbs),
                 "kbit_dequantize_nf4_torchao");
-    CHECK(st::first_difference(dout.download(), want_w) == -1);
+    CHECK(st::first_bit_difference(dout.download(), want_w) == -1);
 }
 
 }  // namespace

@@ -26,9 +26,9 @@ void check_8bit(const std::vector<float>& code, int64_t B, int64_t n, size_t off
     st::Buf<uint8_t> dout(n, offset);
     st::kbit_ok(kbit_quantize_blockwise_8bit(kbit::Elem<T>::dtype, dcode.get(), dA.get(), dabs.get(), dout.get(), B, n, nullptr),
                 "kbit_quantize_blockwise_8bit");
-    CHECK(st::first_difference(dabs.download(), want_absmax) == -1);
+    CHECK(st::first_bit_difference(dabs.download(), want_absmax) == -1);
     const std::vector<uint8_t> got = dout.download();
-    const long first = st::first_difference(got, want);
+    const long first = st::first_bit_difference(got, want);
     const std::string where = first < 0 ? std::string("none")
                                         : std::to_string(first) + ": got " + std::to_string(got[first]) + " want " +
                                               std::to_string(want[first]);
@@ -37,7 +37,7 @@ void check_8bit(const std::vector<float>& code, int64_t B, int64_t n, size_t off
     st::kbit_ok(kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, dcode.get(), dout.get(), dabs.get(), dback.get(), B, n,
                                                nullptr),
                 "kbit_dequantize_blockwise_8bit");
-    CHECK(st::first_difference(dback.download(), want_back) == -1);
+    CHECK(st::first_bit_difference(dback.download(), want_back) == -1);
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ TEST_CASE("cuda 8-bit bitsandbytes names: default stream quantize, streamed dequ
     st::cuda_ok(cudaDeviceSynchronize(), "sync");
     st::kbit_ok(cdequantize_blockwise_fp32(dcode.get(), dq.get(), dabs.get(), dback.get(), B, n, s), "cdequantize_blockwise_fp32");
     st::kbit_ok(kbit_stream_synchronize(s), "kbit_stream_synchronize");
-    CHECK(st::first_difference(dq.download(), want) == -1);
-    CHECK(st::first_difference(dback.download(), want_back) == -1);
+    CHECK(st::first_bit_difference(dq.download(), want) == -1);
+    CHECK(st::first_bit_difference(dback.download(), want_back) == -1);
     cudaStreamDestroy(s);
 }

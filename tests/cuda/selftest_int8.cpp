@@ -29,13 +29,13 @@ TEST_CASE("cuda LLM.int8 row quantization, outlier columns and zeroing equal kbi
         st::Buf<float> dstats(rows), dstats2(rows);
         st::Buf<uint8_t> dcols(cols);
         st::kbit_ok(cint8_vector_quant(dA.get(), dout.get(), dstats.get(), thr, rows, cols, nullptr), "cint8_vector_quant");
-        CHECK(st::first_difference(dstats.download(), want_stats) == -1);
-        CHECK(st::first_difference(dout.download(), want) == -1);
+        CHECK(st::first_bit_difference(dstats.download(), want_stats) == -1);
+        CHECK(st::first_bit_difference(dout.download(), want) == -1);
         st::kbit_ok(kbit_int8_vectorwise_quant(dA.get(), dout2.get(), dstats2.get(), dcols.get(), thr, rows, cols, nullptr),
                     "kbit_int8_vectorwise_quant");
-        CHECK(st::first_difference(dcols.download(), want_cols) == -1);
-        CHECK(st::first_difference(dout2.download(), want2) == -1);
-        CHECK(st::first_difference(dstats2.download(), want_stats) == -1);
+        CHECK(st::first_bit_difference(dcols.download(), want_cols) == -1);
+        CHECK(st::first_bit_difference(dout2.download(), want2) == -1);
+        CHECK(st::first_bit_difference(dstats2.download(), want_stats) == -1);
     }
 }
 
@@ -62,7 +62,7 @@ TEST_CASE("cuda cdequant_mm_int32_fp16 equals kbit::ref, with and without bias",
         st::kbit_ok(cdequant_mm_int32_fp16(dA.get(), drs.get(), dcs.get(), dout.get(), with_bias ? dbias.get() : nullptr,
                                            rows, cols, nullptr),
                     "cdequant_mm_int32_fp16");
-        CHECK(st::first_difference(dout.download(), want) == -1);
+        CHECK(st::first_bit_difference(dout.download(), want) == -1);
     }
 }
 
@@ -90,7 +90,7 @@ TEST_CASE("cuda kbit_int8_outlier_matmul_fp16 equals kbit::ref; no outlier colum
         st::kbit_ok(kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(), rows, outf,
                                                   inf, nullptr),
                     "kbit_int8_outlier_matmul_fp16");
-        CHECK(st::first_difference(dout.download(), want) == -1);
+        CHECK(st::first_bit_difference(dout.download(), want) == -1);
     }
 }
 
@@ -116,12 +116,12 @@ void check_igemm(kbit_context* ctx, int m, int n, int k, int pad, size_t offset,
     st::Buf<int8_t> dC8(std::vector<int8_t>(want8.size(), 0x7E), offset), dC8s(std::vector<int8_t>(want8.size(), 0x7E), offset);
     st::Buf<float> dscale(scale);
     st::kbit_ok(cigemmlt_32(ctx, m, n, k, dA.get(), dB.get(), dC.get(), nullptr, lda, ldb, ldc, nullptr), "cigemmlt_32");
-    CHECK(st::first_difference(dC.download(), want32) == -1);
+    CHECK(st::first_bit_difference(dC.download(), want32) == -1);
     st::kbit_ok(cigemmlt_8(ctx, m, n, k, dA.get(), dB.get(), dC8.get(), nullptr, lda, ldb, ldc, nullptr), "cigemmlt_8");
-    CHECK(st::first_difference(dC8.download(), want8) == -1);
+    CHECK(st::first_bit_difference(dC8.download(), want8) == -1);
     st::kbit_ok(cigemmlt_8_rowscale(ctx, m, n, k, dA.get(), dB.get(), dC8s.get(), dscale.get(), lda, ldb, ldc, nullptr),
                 "cigemmlt_8_rowscale");
-    CHECK(st::first_difference(dC8s.download(), want8s) == -1);
+    CHECK(st::first_bit_difference(dC8s.download(), want8s) == -1);
 }
 
 }  // namespace

@@ -161,11 +161,11 @@ void check8(Kind kind, int n, size_t offset) {
                          two ? dq2.get() : nullptr, da1.get(), two ? da2.get() : nullptr, h, n),
                 "8-bit optimizer");
     CHECK(first_difference_nan_any(dp.download(), rp) == -1);
-    CHECK(st::first_difference(dc1.download(), rc1) == -1);
-    CHECK(st::first_difference(da1.download(), ra1) == -1);
+    CHECK(st::first_bit_difference(dc1.download(), rc1) == -1);
+    CHECK(st::first_bit_difference(da1.download(), ra1) == -1);
     if (two) {
-        CHECK(st::first_difference(dc2.download(), rc2) == -1);
-        CHECK(st::first_difference(da2.download(), ra2) == -1);
+        CHECK(st::first_bit_difference(dc2.download(), rc2) == -1);
+        CHECK(st::first_bit_difference(da2.download(), ra2) == -1);
     }
 }
 

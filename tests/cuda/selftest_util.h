@@ -15,6 +15,8 @@
 #include <catch2/catch.hpp>
 
 #include "kbit/kbit.h"
+#include "elem_vectors.h"
+#include "kbit_dynamic_map.h"
 #include "kbit_half.h"
 
 namespace st {
@@ -56,22 +58,6 @@ private:
     size_t n_, offset_;
 };
 
-template <class T>
-uint32_t bits_of(const T& x) {
-    uint32_t u = 0;
-    std::memcpy(&u, &x, sizeof(T));
-    return u;
-}
-
-// Index of the first element whose bits differ, or -1.
-template <class T>
-long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-    if (a.size() != b.size()) return 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (bits_of(a[i]) != bits_of(b[i])) return static_cast<long>(i);
-    return -1;
-}
-
 // Weight-like values with some specials: zero runs (zero blocks), signed zeros, subnormals, huge.
 inline std::vector<float> weights(size_t n, uint32_t seed, bool specials = true) {
     std::mt19937 rng(seed);
@@ -89,34 +75,11 @@ inline std::vector<float> weights(size_t n, uint32_t seed, bool specials = true)
     return v;
 }
 
-template <class T>
-std::vector<T> to_elems(const std::vector<float>& v) {
-    std::vector<T> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = kbit::Elem<T>::store(v[i]);
-    return out;
-}
-
-// bitsandbytes' create_dynamic_map(signed), fp32 (as the conformance suite builds it).
-inline std::vector<float> dynamic_map(bool is_signed) {
-    std::vector<float> v;
-    for (int d = 0; d <= 6; ++d) {
-        const int f = is_signed ? (1 << d) + 1 : (1 << (d + 1)) + 1;
-        const float h = (1.0f - 0.1f) / static_cast<float>(f - 1);
-        std::vector<float> b(f);
-        for (int i = 0; i < f; ++i)
-            b[i] = i < f / 2 ? 0.1f + h * static_cast<float>(i) : 1.0f - h * static_cast<float>(f - 1 - i);
-        const float s = static_cast<float>(std::pow(10.0, d - 6));
-        for (int i = 0; i + 1 < f; ++i) {
-            const float m = (b[i] + b[i + 1]) / 2.0f;
-            v.push_back(s * m);
-            if (is_signed) v.push_back(-(s * m));
-        }
-    }
-    v.push_back(0.0f);
-    v.push_back(1.0f);
-    std::sort(v.begin(), v.end());
-    return v;
-}
+// Shared with the conformance suite (tests/common, src/common).
+using kbit::dynamic_map;
+using kbit_test::bits_of;
+using kbit_test::first_bit_difference;
+using kbit_test::to_elems;
 
 // Relative precision of T (for output rounding in tolerances).
 template <class T> constexpr double eps_of() { return sizeof(T) == 4 ? 0x1p-24 : (std::is_same<T, kbit_half>::value ? 0x1p-11 : 0x1p-8); }
