@@ -80,6 +80,7 @@ bool open_backend(const std::string& spec, std::string* error, bool trampolines)
         if (b.voptim8) use_trampolines(b.o8);
     } else {
         // The handle stays open for the whole run.
+        b.handle = handle;
         copy(b.core, kbit_loader_core_table(handle));
         if (b.v4bit) copy(b.b4, kbit_loader_4bit_table(handle));
         if (b.v8bit) copy(b.b8, kbit_loader_8bit_table(handle));
@@ -89,6 +90,11 @@ bool open_backend(const std::string& spec, std::string* error, bool trampolines)
 }
 
 const Backend& backend() { return g_backend; }
+
+void close_backend() {
+    if (g_backend.handle != nullptr) kbit_loader_close(g_backend.handle);
+    g_backend.handle = nullptr;
+}
 
 void require_ok(kbit_status status, const char* what) {
     INFO(what << ": " << backend().core.kbit_status_string(status) << ": "

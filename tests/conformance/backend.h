@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kbit/kbit.h"
+#include "kbit/kbit_loader.h"
 
 namespace kbit_test {
 
@@ -36,6 +37,7 @@ struct Backend {
     Fns4bit b4;
     Fns8bit b8;
     FnsOptim8 o8;
+    kbit_backend* handle = nullptr;  // opened by kbit_loader_open (not with trampolines), closed at the end
     bool has_4bit() const { return v4bit != 0; }
     bool has_8bit() const { return v8bit != 0; }
     bool has_optim8() const { return voptim8 != 0; }
@@ -47,6 +49,8 @@ struct Backend {
 // once by main().
 bool open_backend(const std::string& spec, std::string* error, bool trampolines = false);
 const Backend& backend();
+// Closes what open_backend opened (main() calls it after the tests, so leak checkers see no handle).
+void close_backend();
 
 // Fails the current test unless `status` is KBIT_STATUS_SUCCESS, showing the backend's message.
 void require_ok(kbit_status status, const char* what);

@@ -57,5 +57,7 @@ int main(int argc, char** argv) {
                 b.core.kbit_backend_info(), version(b.core_version).c_str(), version(b.v4bit).c_str(),
                 version(b.v8bit).c_str(), version(b.voptim8).c_str());
     report_stubs(b.path);
-    return session.run();
+    const int failed = session.run();
+    kbit_test::close_backend();
+    return failed;
 }
