@@ -46,8 +46,9 @@ void quantize(const float* code, const T* A, float* absmax, uint8_t* out, int64_
     const auto lut = k != nullptr ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
     if (lut == nullptr) return ref::quantize_blockwise_8bit(code, A, absmax, out, blocksize, n);
     const auto fn = k->quantize[slot_of<T>()];
+    const bool stream = n >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
     parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
-                   [&](int64_t b0, int64_t b1) { fn(*lut, A, absmax, out, blocksize, n, b0, b1); });
+                   [&](int64_t b0, int64_t b1) { fn(*lut, A, absmax, out, blocksize, n, b0, b1, stream); });
 }
 
 template <class T>

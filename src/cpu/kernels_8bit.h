@@ -15,9 +15,10 @@ namespace kbit::cpu {
 enum DtypeSlot { kSlotF32 = 0, kSlotF16 = 1, kSlotBF16 = 2 };
 
 struct Blockwise8Kernels {
-    // Blocks [block_begin, block_end) of an n-element input of the slot's type.
+    // Blocks [block_begin, block_end) of an n-element input of the slot's type; `stream` (out aligned
+    // to 64 bytes) asks for non-temporal stores of the codes.
     void (*quantize[3])(const Code8Lut& lut, const void* A, float* absmax, uint8_t* out, int64_t blocksize,
-                        int64_t n, int64_t block_begin, int64_t block_end);
+                        int64_t n, int64_t block_begin, int64_t block_end, bool stream);
     // Elements [begin, end), begin a multiple of blocksize; `stream` asks for non-temporal stores.
     void (*dequantize[3])(const float* code, const uint8_t* A, const float* absmax, void* out,
                           int64_t blocksize, int64_t begin, int64_t end, bool stream);

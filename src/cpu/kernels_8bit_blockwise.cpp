@@ -33,13 +33,16 @@ constexpr int64_t kChunk = 512;
 
 template <class T>
 void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
-                    int64_t block_begin, int64_t block_end) {
+                    int64_t block_begin, int64_t block_end, bool stream) {
     const hn::ScalableTag<float> df;
+    const hn::ScalableTag<uint8_t> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const int64_t N8 = static_cast<int64_t>(hn::Lanes(d8));
     const float* code = lut.code();
     HWY_ALIGN uint32_t buckets[kChunk];
     HWY_ALIGN uint32_t ranks[kChunk];
     HWY_ALIGN uint32_t entries[kChunk];
+    HWY_ALIGN uint8_t codes[kChunk];
 
     for (int64_t b = block_begin; b < block_end; ++b) {
         const int64_t start = b * blocksize;
@@ -63,13 +66,23 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
                 hwy::Prefetch(xc + j + blocksize);
                 StoreCode8Keys(df, hn::Mul(LoadAsFloat(df, xc + j), vrecip), buckets + j, ranks + j);
             }
-            if (Code8Codes(df, lut, buckets, ranks, entries, qc, static_cast<size_t>(mv))) {
+            // Large outputs: the codes go through an L1 buffer and leave with non-temporal stores,
+            // which skip the read-for-ownership of every output line.
+            const bool nt = stream && reinterpret_cast<uintptr_t>(qc) % N8 == 0;
+            uint8_t* dst = nt ? codes : qc;
+            if (Code8Codes(df, lut, buckets, ranks, entries, dst, static_cast<size_t>(mv))) {
                 for (int64_t j = 0; j < mv; ++j)  // irregular buckets: the search itself
-                    if (entries[j] & Code8Lut::kIrregular) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
+                    if (entries[j] & Code8Lut::kIrregular) dst[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
             }
-            for (int64_t j = mv; j < m; ++j) qc[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
+            for (int64_t j = mv; j < m; ++j) dst[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
+            if (nt) {
+                int64_t j = 0;
+                for (; j + N8 <= m; j += N8) hn::Stream(hn::Load(d8, codes + j), d8, qc + j);
+                for (; j < m; ++j) qc[j] = codes[j];
+            }
         }
     }
+    if (stream) hwy::FlushStream();
 }
 
 template <class T>
@@ -100,8 +113,8 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
 // The table's type-erased entry points.
 template <class T>
 void QuantizeT(const Code8Lut& lut, const void* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
-               int64_t b0, int64_t b1) {
-    QuantizeBlocks(lut, static_cast<const T*>(A), absmax, out, blocksize, n, b0, b1);
+               int64_t b0, int64_t b1, bool stream) {
+    QuantizeBlocks(lut, static_cast<const T*>(A), absmax, out, blocksize, n, b0, b1, stream);
 }
 template <class T>
 void DequantizeT(const float* code, const uint8_t* A, const float* absmax, void* out, int64_t blocksize, int64_t i0,

@@ -123,10 +123,11 @@ TEMPLATE_TEST_CASE("8bit blockwise: quantize equals the reference on every table
         }
 }
 
-TEMPLATE_TEST_CASE("8bit blockwise: quantize of large inputs (threads) equals the reference", "[8bit][quantize]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("8bit blockwise: quantize of large inputs (threads, streaming stores) equals the reference",
+                   "[8bit][quantize]", float, kbit_half, kbit_bf16) {
     const auto& code = code_tables()[0].code;
-    check_quantize<TestType>(code, normal_floats((size_t{1} << 21) + 77, 3), 4096, "dynamic-signed large");
+    // 4M codes and more leave through non-temporal stores on the CPU backend.
+    check_quantize<TestType>(code, normal_floats((size_t{1} << 22) + 77, 3), 4096, "dynamic-signed large");
     check_quantize<TestType>(code, special_input((int64_t{1} << 20) + 5, 64, 4), 64, "dynamic-signed large special");
 }
 
