@@ -1,5 +1,6 @@
 """bitsandbytes.optim on numpy: 32-bit and 8-bit blockwise Adam/AdamW, AdEMAMix, Lion, SGD with
-momentum, RMSprop and Adagrad over the kbit optimizer interface (kbit_optim8.h).
+momentum, RMSprop and Adagrad, 32-bit LAMB and LARS (update-norm clipping), and the paged variants,
+over the kbit optimizer interface (kbit_optim8.h).
 
     opt = kbit.optim.Adam8bit([w1, w2], lr=1e-3)        # parameters: numpy float32/float16/bfloat16
     opt.step([g1, g2])                                   # gradients in the same order; updates in place
@@ -11,8 +12,15 @@ parameter (torch-style objects). State per parameter (`opt.state[i]`, i = that o
 bitsandbytes: "step", "state1", "state2", and for 8-bit state "qmap1", "qmap2", "absmax1", "absmax2".
 8-bit state is used for parameters with at least min_8bit_size (4096) elements when optim_bits=8;
 smaller ones use the 32-bit kernels, as in bitsandbytes.
+
+Paged classes (PagedAdamW8bit, ...) keep state1/state2 of parameters with at least 1e5 elements in
+the backend's managed memory (cget_managed_ptr; CUDA unified memory, plain host memory on the CPU)
+as numpy arrays over it, prefetched to the parameter's device before each step, and freed
+(kbit_free_managed_ptr) when the last array over it is gone.
 """
+import ctypes
 import math
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -25,6 +33,7 @@ _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(
 # 32-bit momentum/RMSprop/Adagrad carry bitsandbytes' _32/_16 names; bf16 is kbit's addition.
 _SUFFIX_32_LEGACY = {"fp32": "c{name}32bit_grad_32", "fp16": "c{name}32bit_grad_16", "bf16": "kbit_{name}32bit_grad_bf16"}
 _TWO_STATE = ("adam", "ademamix")
+PAGED_MIN_SIZE = 100_000  # bitsandbytes pages state of parameters with at least 1e5 elements
 
 
 def _c_name(name, bits, suffix):
@@ -40,11 +49,17 @@ class Optimizer:
     of the kbit kernel for each parameter. Subclasses set `name` (the C kernel family) and defaults."""
 
     name = None
+    _paged = False
 
-    def __init__(self, params, defaults, optim_bits=32, min_8bit_size=4096):
+    def __init__(self, params, defaults, optim_bits=32, min_8bit_size=4096, max_unorm=0.0):
         if optim_bits not in (8, 32):
             raise ValueError(f"{type(self).__name__}: optim_bits must be 8 or 32, not {optim_bits!r}")
-        self.defaults = dict(defaults, optim_bits=optim_bits, min_8bit_size=min_8bit_size)
+        if max_unorm < 0:
+            raise ValueError(f"{type(self).__name__}: max_unorm must be >= 0, not {max_unorm!r}")
+        if max_unorm > 0 and optim_bits == 8:
+            raise NotImplementedError(f"{type(self).__name__}: update-norm clipping (max_unorm) needs 32-bit state "
+                                      "(bitsandbytes' 8-bit LAMB/LARS fail likewise)")
+        self.defaults = dict(defaults, optim_bits=optim_bits, min_8bit_size=min_8bit_size, max_unorm=max_unorm)
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__}: empty parameter list")
@@ -77,16 +92,25 @@ class Optimizer:
         two = self.name in _TWO_STATE
         lead = (2,) if self.name == "ademamix" else ()  # AdEMAMix keeps m1 and m2 in state1
         st = {"step": 0, "bits": bits}
+        paged = self._paged and n >= PAGED_MIN_SIZE
+
+        def zeros(shape, dtype):
+            return _paged_zeros(ctx.lib, shape, dtype) if paged else ctx.from_numpy(np.zeros(shape, dtype=dtype))
+
+        if paged:
+            st["paged"] = True
         if bits == 32:
-            st["state1"] = ctx.from_numpy(np.zeros(lead + tuple(shape), dtype=np.float32))
-            st["state2"] = ctx.from_numpy(np.zeros(shape, dtype=np.float32)) if two else None
+            st["state1"] = zeros(lead + tuple(shape), np.float32)
+            st["state2"] = zeros(shape, np.float32) if two else None
+            if group["max_unorm"] > 0:
+                st["unorm_vec"] = ctx.from_numpy(np.zeros(1, dtype=np.float32))
         else:
             blocks = (n + BLOCKSIZE - 1) // BLOCKSIZE
-            st["state1"] = ctx.from_numpy(np.zeros(lead + tuple(shape), dtype=np.uint8))
+            st["state1"] = zeros(lead + tuple(shape), np.uint8)
             st["qmap1"] = ctx.from_numpy(create_dynamic_map(signed=True))
             st["absmax1"] = ctx.from_numpy(np.zeros(lead + (blocks,), dtype=np.float32))
             if two:
-                st["state2"] = ctx.from_numpy(np.zeros(shape, dtype=np.uint8))
+                st["state2"] = zeros(shape, np.uint8)
                 st["qmap2"] = ctx.from_numpy(create_dynamic_map(signed=False))
                 st["absmax2"] = ctx.from_numpy(np.zeros(blocks, dtype=np.float32))
             else:
@@ -143,9 +167,15 @@ class Optimizer:
         suffix = _SUFFIX[dtype]
         fn = getattr(ctx.lib.checked, _c_name(self.name, st["bits"], suffix))
         ptr = _ptr_or_null
+        if st.get("paged"):
+            _prefetch(ctx.lib, p, (st["state1"], st["state2"]))
         if st["bits"] == 32:
-            fn(g_ptr, p_ptr, ptr(st["state1"]), ptr(st["state2"]), None, 0.0, 0.0, beta1, beta2, beta3, alpha,
-               eps, wd, step, lr, 1.0, False, n)
+            max_unorm = float(group["max_unorm"])
+            unorm, param_norm = None, 0.0
+            if max_unorm > 0:
+                unorm, param_norm = ptr(st["unorm_vec"]), _param_norm(p, ctx)
+            fn(g_ptr, p_ptr, ptr(st["state1"]), ptr(st["state2"]), unorm, max_unorm, param_norm, beta1, beta2,
+               beta3, alpha, eps, wd, step, lr, 1.0, False, n)
         else:
             fn(p_ptr, g_ptr, ptr(st["state1"]), ptr(st["state2"]), beta1, beta2, beta3, alpha, eps, step, lr,
                ptr(st["qmap1"]), ptr(st["qmap2"]), ptr(st["absmax1"]), ptr(st["absmax2"]), wd, 1.0, False, n)
@@ -169,10 +199,69 @@ class Optimizer:
                 raise ValueError("load_state_dict: a param group has a different number of parameters")
             group.update({k: v for k, v in saved.items() if k != "params"})
         self.state = {int(k): dict(v) for k, v in state_dict["state"].items()}
+        for i, st in self.state.items():  # paged state goes back into managed memory of its backend
+            if st.get("paged"):
+                ctx = Ctx(self._params[i])
+                for key in ("state1", "state2"):
+                    if st.get(key) is not None:
+                        host = np.asarray(ctx.to_numpy(st[key]))
+                        st[key] = _paged_zeros(ctx.lib, host.shape, host.dtype)
+                        st[key][...] = host
 
 
 def _ptr_or_null(x):
     return None if x is None else adapter(x).info(x)[0]
+
+
+def _param_norm(p, ctx):
+    """||p||_2 evaluated in float32, as bitsandbytes' torch.norm(p.float()) (class F: the summation
+    order is the array library's)."""
+    mod = type(p).__module__.split(".")[0]
+    if mod == "torch":
+        return float(p.detach().float().norm())
+    if mod == "cupy":
+        cupy = __import__("cupy")
+        return float(cupy.linalg.norm(p.astype(cupy.float32).ravel()))
+    host = np.asarray(ctx.to_numpy(p), dtype=np.float32).ravel()
+    return float(np.sqrt(np.dot(host, host), dtype=np.float32))
+
+
+def _paged_zeros(lib, shape, dtype):
+    """A zeroed numpy array over managed memory of `lib` (cget_managed_ptr). The memory is freed with
+    kbit_free_managed_ptr once the array and every view of it are gone."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    addr = lib.cget_managed_ptr(max(nbytes, 1))
+    if not addr:
+        raise MemoryError(f"kbit: cget_managed_ptr({nbytes}) failed on backend {lib.name}")
+    buf = (ctypes.c_ubyte * max(nbytes, 1)).from_address(addr)
+    weakref.finalize(buf, _release, lib, addr)  # buf lives while any view of it does
+    arr = np.frombuffer(buf, dtype=np.uint8, count=nbytes).view(dtype).reshape(shape)
+    arr[...] = 0
+    return arr
+
+
+def _release(lib, addr):
+    _free_managed(lib, addr)
+
+
+def _free_managed(lib, addr):
+    lib.kbit_free_managed_ptr(addr)
+
+
+def _prefetch(lib, p, arrays):
+    """cprefetch of paged state towards the parameter's device (-1: the host), as bitsandbytes does
+    before each paged step."""
+    mod = type(p).__module__.split(".")[0]
+    device = -1
+    if mod == "torch" and p.device.type == "cuda":
+        device = p.device.index if p.device.index is not None else 0
+    elif mod == "cupy":
+        device = p.device.id
+    elif adapter(p).device_type(p) == "cuda":
+        device = 0
+    for a in arrays:
+        if a is not None:
+            lib.checked.cprefetch(a.ctypes.data, a.nbytes, device)
 
 
 def _bits(cls_bits, optim_bits):
@@ -335,6 +424,60 @@ class Adagrad32bit(Adagrad):
     _fixed_bits = 32
 
 
+class LAMB(Optimizer):
+    """LAMB as bitsandbytes runs it: the 32-bit Adam update with update-norm clipping (max_unorm,
+    default 1.0: the update is scaled down when its norm exceeds max_unorm * ||p||). 32-bit state only:
+    bitsandbytes' LAMB8bit has no 8-bit kernel either."""
+    name = "adam"
+
+    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, adam_w_mode=True, optim_bits=32, min_8bit_size=4096, max_unorm=1.0):
+        cls = type(self).__name__
+        if amsgrad:
+            raise NotImplementedError(f"{cls}: amsgrad is not supported (as in bitsandbytes)")
+        if not bias_correction or not adam_w_mode:
+            raise NotImplementedError(f"{cls}: bitsandbytes' LAMB always bias-corrects and decouples weight decay")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay), optim_bits,
+                         min_8bit_size, max_unorm)
+
+
+class LAMB32bit(LAMB):
+    pass
+
+
+class LARS(Optimizer):
+    """LARS as bitsandbytes runs it: SGD with momentum (required) and update-norm clipping (max_unorm,
+    default 0.02). 32-bit state only, as in bitsandbytes."""
+    name = "momentum"
+
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
+                 min_8bit_size=4096, max_unorm=0.02):
+        if momentum == 0:
+            raise NotImplementedError(f"{type(self).__name__}: LARS without momentum is not supported")
+        super().__init__(params, dict(lr=lr, betas=(momentum, dampening), eps=0.0, weight_decay=weight_decay),
+                         optim_bits, min_8bit_size, max_unorm)
+
+
+class LARS32bit(LARS):
+    pass
+
+
+def _paged(cls):
+    return type("Paged" + cls.__name__, (cls,), {"_paged": True, "__doc__": f"{cls.__name__} with paged state "
+                                                  "(managed memory; see the module docstring)."})
+
+
+PagedAdam, PagedAdam8bit, PagedAdam32bit = _paged(Adam), _paged(Adam8bit), _paged(Adam32bit)
+PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = _paged(AdamW), _paged(AdamW8bit), _paged(AdamW32bit)
+PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = _paged(AdEMAMix), _paged(AdEMAMix8bit), _paged(AdEMAMix32bit)
+PagedLion, PagedLion8bit, PagedLion32bit = _paged(Lion), _paged(Lion8bit), _paged(Lion32bit)
+for _cls in (PagedAdam, PagedAdam8bit, PagedAdam32bit, PagedAdamW, PagedAdamW8bit, PagedAdamW32bit, PagedAdEMAMix,
+             PagedAdEMAMix8bit, PagedAdEMAMix32bit, PagedLion, PagedLion8bit, PagedLion32bit):
+    _cls.__module__ = __name__
+
 __all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
            "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",
-           "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
+           "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit", "LAMB", "LAMB32bit",
+           "LARS", "LARS32bit", "PagedAdam", "PagedAdam8bit", "PagedAdam32bit", "PagedAdamW", "PagedAdamW8bit",
+           "PagedAdamW32bit", "PagedAdEMAMix", "PagedAdEMAMix8bit", "PagedAdEMAMix32bit", "PagedLion",
+           "PagedLion8bit", "PagedLion32bit"]

@@ -172,14 +172,18 @@ def test_bitsandbytes_defaults():
     p = [np.zeros(8, np.float32)]
     d = lambda o: {k: v for k, v in o.defaults.items()}  # noqa: E731
     assert d(optim.Adam(p)) == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, optim_bits=32,
-                                    min_8bit_size=4096)
+                                    min_8bit_size=4096, max_unorm=0.0)
     assert d(optim.AdamW8bit(p))["weight_decay"] == 1e-2 and d(optim.AdamW8bit(p))["optim_bits"] == 8
     assert d(optim.AdEMAMix(p)) == dict(lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
-                                        eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096)
+                                        eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096,
+                                        max_unorm=0.0)
     assert d(optim.Lion(p))["lr"] == 1e-4 and d(optim.Lion(p))["betas"] == (0.9, 0.99)
     assert d(optim.RMSprop(p))["lr"] == 1e-2 and d(optim.RMSprop(p))["betas"] == (0.99, 0)
     assert d(optim.Adagrad(p))["eps"] == 1e-10 and d(optim.Adagrad(p))["betas"] == (0.0, 0.0)
     assert d(optim.SGD8bit(p, lr=0.1, momentum=0.9))["betas"] == (0.9, 0)
+    assert d(optim.LAMB(p)) == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, optim_bits=32,
+                                    min_8bit_size=4096, max_unorm=1.0)
+    assert d(optim.LARS(p, lr=0.1, momentum=0.9))["max_unorm"] == 0.02
 
 
 def test_ademamix_schedules(rng):
@@ -280,3 +284,135 @@ def test_optimizer_errors(rng):
     with pytest.raises(ValueError, match=r"gradient 0 has shape \(32,\), its parameter \(64,\)"):
         opt.step([np.zeros(32, np.float32)])
     assert 0 not in opt.state  # nothing happened
+
+
+def clipped_reference(name, p, grads, lr, betas, eps, wd, max_unorm):
+    """float64 reference of the 32-bit update with update-norm clipping (semantics §5.3): LAMB is
+    Adam, LARS is Momentum; the norm leaves weight decay out and is compared with max_unorm * ||p||
+    of the parameter before the step."""
+    p = p.astype(np.float64)
+    s1, s2 = np.zeros_like(p), np.zeros_like(p)
+    scales = []
+    for t, g in enumerate(grads, start=1):
+        g = g.astype(np.float64)
+        b1, b2 = betas
+        limit = max_unorm * np.linalg.norm(p)
+        if name == "adam":
+            s1 = b1 * s1 + (1 - b1) * g
+            s2 = b2 * s2 + (1 - b2) * g * g
+            c1, c2sq = 1 - b1**t, 1 - b2**t
+            norm = math.sqrt(np.sum(((s1 / c1) / (np.sqrt(s2 / c2sq) + eps)) ** 2))
+            u = limit / norm if norm > limit else 1.0
+            p = p - u * lr * math.sqrt(c2sq) / c1 * (s1 / (np.sqrt(s2) + eps * math.sqrt(c2sq)))
+            p = p * (1 - lr * wd)
+        else:  # momentum: the norm of the state without weight decay, then the coupled-decay step
+            s_norm = g if t == 1 else s1 * b1 + g
+            norm = math.sqrt(np.sum(s_norm * s_norm))
+            u = (limit + eps) / norm if norm > limit + eps else 1.0
+            g = g + p * wd
+            s1 = g if t == 1 else s1 * b1 + g
+            p = p - u * lr * s1
+        scales.append(u)
+    return p, scales
+
+
+@pytest.mark.parametrize("cls,name,kwargs,betas,eps", [
+    (optim.LAMB, "adam", dict(lr=0.05, weight_decay=1e-2), (0.9, 0.999), 1e-8),
+    (optim.LARS, "momentum", dict(lr=0.5, momentum=0.9, weight_decay=1e-3), (0.9, 0.0), 0.0),
+], ids=["LAMB", "LARS"])
+def test_lamb_lars_clip_the_update_norm(rng, cls, name, kwargs, betas, eps):
+    n, steps = 3000, 6
+    p = (rng.standard_normal(n) * 0.05).astype(np.float32)  # small weights: the clipping bites
+    gs = grads(rng, n, steps)
+    max_unorm = 1.0 if cls is optim.LAMB else 0.02
+    expected, scales = clipped_reference(name, p, gs, kwargs["lr"], betas, eps, kwargs["weight_decay"], max_unorm)
+    assert min(scales) < 0.5  # the clipping is active in this case, not only the plain rule
+    opt = cls([p], **kwargs)
+    assert opt.param_groups[0]["max_unorm"] == max_unorm
+    for g in gs:
+        opt.step([g])
+    assert opt.state[0]["unorm_vec"].shape == (1,)
+    np.testing.assert_allclose(p, expected, rtol=2e-5, atol=2e-6)
+
+
+def test_lamb_without_clipping_is_adam(rng):
+    p1 = rng.standard_normal(3000).astype(np.float32)
+    p2 = p1.copy()
+    a, b = optim.LAMB([p1], lr=1e-3, max_unorm=1e30), optim.Adam([p2], lr=1e-3)
+    for g in grads(rng, 3000, 3):
+        a.step([g])
+        b.step([g])
+    assert np.array_equal(p1, p2)
+
+
+def test_lamb_lars_errors():
+    p = np.zeros(64, np.float32)
+    with pytest.raises(NotImplementedError, match="update-norm clipping .* needs 32-bit state"):
+        optim.LAMB([p], optim_bits=8)
+    with pytest.raises(NotImplementedError, match="LARS without momentum"):
+        optim.LARS([p], lr=0.1)
+    with pytest.raises(NotImplementedError, match="always bias-corrects"):
+        optim.LAMB([p], adam_w_mode=False)
+    with pytest.raises(ValueError, match="max_unorm must be >= 0"):
+        optim.LAMB([p], max_unorm=-1.0)
+
+
+@pytest.mark.parametrize("paged,plain", [(optim.PagedAdamW8bit, optim.AdamW8bit), (optim.PagedAdamW, optim.AdamW),
+                                         (optim.PagedLion8bit, optim.Lion8bit),
+                                         (optim.PagedAdEMAMix8bit, optim.AdEMAMix8bit)],
+                         ids=["PagedAdamW8bit", "PagedAdamW", "PagedLion8bit", "PagedAdEMAMix8bit"])
+def test_paged_state_lives_in_managed_memory_and_steps_identically(rng, paged, plain):
+    big = rng.standard_normal(optim.PAGED_MIN_SIZE + 7).astype(np.float32)
+    small = rng.standard_normal(5000).astype(np.float32)
+    pa, pb = [big.copy(), small.copy()], [big.copy(), small.copy()]
+    a, b = paged(pa, lr=1e-3), plain(pb, lr=1e-3)
+    assert paged.__name__ == "Paged" + plain.__name__ and paged.__module__ == "kbit.optim"
+    for _ in range(3):
+        gs = [rng.standard_normal(x.size).astype(np.float32) * 0.01 for x in pa]
+        a.step(gs)
+        b.step(gs)
+    assert all(np.array_equal(x, y) for x, y in zip(pa, pb))
+    assert a.state[0].get("paged") and not a.state[1].get("paged")  # below 1e5 elements: not paged
+    st = a.state[0]["state1"]
+    assert not st.flags.owndata and isinstance(st.base, np.ndarray)  # a view over the managed buffer
+    assert np.array_equal(st, b.state[0]["state1"])
+
+
+def test_paged_state_is_freed_after_its_last_view(rng, monkeypatch):
+    import gc
+    freed = []
+    real = optim._free_managed
+    monkeypatch.setattr(optim, "_free_managed", lambda lib, addr: (freed.append(addr), real(lib, addr)))
+    p = rng.standard_normal(optim.PAGED_MIN_SIZE).astype(np.float32)
+    opt = optim.PagedAdam32bit([p])
+    opt.step([np.ones_like(p)])
+    view = opt.state[0]["state2"][:10]  # a view keeps its managed buffer alive
+    addr1, addr2 = opt.state[0]["state1"].ctypes.data, opt.state[0]["state2"].ctypes.data
+    del opt
+    gc.collect()
+    assert freed == [addr1]
+    assert np.all(view > 0)  # still readable: v after one step with g = 1
+    del view
+    gc.collect()
+    assert sorted(freed) == sorted([addr1, addr2])
+
+
+def test_paged_state_dict_round_trip(rng):
+    p1 = rng.standard_normal(optim.PAGED_MIN_SIZE).astype(np.float32)
+    p2 = p1.copy()
+    gs = grads(rng, p1.size, 4)
+    o1 = optim.PagedAdamW8bit([p1])
+    for g in gs:
+        o1.step([g])
+    o2 = optim.PagedAdamW8bit([p2])
+    for g in gs[:2]:
+        o2.step([g])
+    saved = o2.state_dict()
+    saved = {"state": {k: {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in s.items()}
+                       for k, s in saved["state"].items()}, "param_groups": saved["param_groups"]}
+    o3 = optim.PagedAdamW8bit([p2])
+    o3.load_state_dict(saved)
+    assert not o3.state[0]["state1"].flags.owndata  # copied back into managed memory
+    for g in gs[2:]:
+        o3.step([g])
+    assert np.array_equal(p1, p2)
