@@ -25,6 +25,14 @@ namespace kbit::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// In-block byte shuffles for Code8Codes: byte 2 of each 32-bit lane of a block to bytes 4k .. 4k + 3
+// (vector k of four), every other byte zero (index bit 7).
+alignas(16) constexpr uint8_t kCode8Pick[4][16] = {
+    {2, 6, 10, 14, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128},
+    {128, 128, 128, 128, 2, 6, 10, 14, 128, 128, 128, 128, 128, 128, 128, 128},
+    {128, 128, 128, 128, 128, 128, 128, 128, 2, 6, 10, 14, 128, 128, 128, 128},
+    {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 2, 6, 10, 14}};
+
 // Code8Lut::bucket and Code8Lut::rank of each lane of y, at buckets and ranks.
 template <class DF>
 HWY_INLINE void StoreCode8Keys(DF, hn::Vec<DF> y, uint32_t* buckets, uint32_t* ranks) {
@@ -57,7 +65,34 @@ HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, con
         }
     }
     auto any = hn::Zero(du);  // bit 31: an irregular bucket
-    for (size_t j = 0; j < count; j += hn::Lanes(du)) {
+    const size_t N = hn::Lanes(du);
+    size_t j = 0;
+    if (count >= 4 * N) {
+        // Four vectors of sums at a time: the code is byte 2 of each sum, so one in-block byte
+        // shuffle per vector puts its codes in their own quarter of each 128-bit block, and one lane
+        // permutation orders the quarters (instead of a shift and a narrowing per vector).
+        const hn::Repartition<uint8_t, decltype(du)> db;
+        HWY_ALIGN uint32_t order[hn::MaxLanes(du)];
+        const size_t blocks = N / 4;
+        for (size_t t = 0; t < N; ++t) order[t] = static_cast<uint32_t>((t % blocks) * 4 + t / blocks);
+        const auto indices = hn::SetTableIndices(du, order);
+        const auto pick0 = hn::LoadDup128(db, kCode8Pick[0]), pick1 = hn::LoadDup128(db, kCode8Pick[1]);
+        const auto pick2 = hn::LoadDup128(db, kCode8Pick[2]), pick3 = hn::LoadDup128(db, kCode8Pick[3]);
+        for (; j + 4 * N <= count; j += 4 * N) {
+            const auto s0 = hn::Add(hn::Load(du, entries + j), hn::Load(du, ranks + j));
+            const auto s1 = hn::Add(hn::Load(du, entries + j + N), hn::Load(du, ranks + j + N));
+            const auto s2 = hn::Add(hn::Load(du, entries + j + 2 * N), hn::Load(du, ranks + j + 2 * N));
+            const auto s3 = hn::Add(hn::Load(du, entries + j + 3 * N), hn::Load(du, ranks + j + 3 * N));
+            any = hn::Or(any, hn::Or(hn::Or(s0, s1), hn::Or(s2, s3)));
+            const auto b01 = hn::Or(hn::TableLookupBytesOr0(hn::BitCast(db, s0), pick0),
+                                    hn::TableLookupBytesOr0(hn::BitCast(db, s1), pick1));
+            const auto b23 = hn::Or(hn::TableLookupBytesOr0(hn::BitCast(db, s2), pick2),
+                                    hn::TableLookupBytesOr0(hn::BitCast(db, s3), pick3));
+            const auto quarters = hn::BitCast(du, hn::Or(b01, b23));
+            hn::StoreU(hn::BitCast(db, hn::TableLookupLanes(quarters, indices)), db, codes + j);
+        }
+    }
+    for (; j < count; j += N) {
         const auto sum = hn::Add(hn::Load(du, entries + j), hn::Load(du, ranks + j));
         any = hn::Or(any, sum);
         hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, codes + j);
