@@ -69,15 +69,9 @@ HWY_INLINE VF fold_absmax(VF acc, VF s) { return MaxIgnoringNaN(hn::Abs(s), acc)
 
 // ---- 8-bit codes -------------------------------------------------------------------------------
 
-// code[c[k]] for one vector of codes, from plain loads (GCC assembles the lanes from scalar loads;
-// on the Zen 3 we measured, 1.5x faster than a vector gather, which is microcoded there). Done inside
-// the update loop, so that these loads overlap the divider-bound step arithmetic instead of running
-// as a pass of their own.
-HWY_INLINE VF lookup_codes(const float* code, const uint8_t* c) {
-    HWY_ALIGN float lanes[hn::MaxLanes(DF())];
-    for (size_t k = 0; k < hn::Lanes(DF()); ++k) lanes[k] = code[c[k]];
-    return hn::Load(DF(), lanes);
-}
+// The state's dequantization look-ups (LookupCode8) happen inside the update loop, so that their
+// loads overlap the divider-bound step arithmetic instead of running as a pass of their own.
+HWY_INLINE VF lookup_codes(const float* code, const uint8_t* c) { return LookupCode8(DF(), code, c); }
 
 // optim::quantize8 of a block of states under their new absmax: one bucket entry per state from the
 // sign-fixed (state1) or plain (state2) table. An absmax of 0 (an all-zero block: y = NaN, code 0,
