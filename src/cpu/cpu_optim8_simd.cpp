@@ -98,11 +98,11 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
         return;
     }
     const VF vmax = hn::Set(df, absmax);
-    HWY_ALIGN uint32_t buckets[kBlock], ranks[kBlock], entries[kBlock];
+    HWY_ALIGN uint32_t buckets[kBlock], ranks[kBlock];
     for (size_t j = 0; j < kBlock; j += N) StoreCode8Keys(df, hn::Load(df, s + j) / vmax, buckets + j, ranks + j);
-    if (Code8Codes(df, lut, buckets, ranks, entries, out, kBlock)) {  // irregular buckets: the search
+    if (Code8Codes(df, lut, buckets, ranks, out, kBlock)) {  // irregular buckets: the search
         for (size_t j = 0; j < kBlock; ++j)
-            if (entries[j] & Code8Lut::kIrregular) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
+            if (lut.find(s[j] / absmax) < 0) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
     }
 }
 

@@ -3,10 +3,10 @@
 // run of values (StoreCode8Keys), then Code8Codes looks the buckets up and writes the codes; lanes
 // whose bucket is irregular are left to the caller's search.
 //
-// The look-ups are a pass of plain loads between vector passes over L1 buffers, not vpgatherdd:
-// gathers cost 0.8 ns per element on the Zen 3 we measured, and GCC turns the plain loop into
-// scalar loads inserted into vectors (25% faster than scalar stores; the optimizers' step got 15%
-// faster than with gathers). Included after <hwy/highway.h>, once per target.
+// The look-ups are plain loads that GCC assembles into vectors (LookupCode8, LookupCode8Entries),
+// not vpgatherdd: gathers cost 0.8 ns per element on the Zen 3 we measured. The bucket keys go
+// through an L1 buffer because a GPR cannot take them from a vector register cheaply (vmovq/vpextrq
+// measured slower than the store and reload). Included after <hwy/highway.h>, once per target.
 #if defined(KBIT_CPU_HWY_CODE8_LUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KBIT_CPU_HWY_CODE8_LUT_INL_H_
 #undef KBIT_CPU_HWY_CODE8_LUT_INL_H_
@@ -53,26 +53,30 @@ HWY_INLINE void StoreCode8Keys(DF, hn::Vec<DF> y, uint32_t* buckets, uint32_t* r
     hn::Store(hn::And(hn::Xor(u, flip), hn::Set(du, 0xFFFFu)), du, ranks);
 }
 
-// codes[j] = the table's answer for keys j < count (a multiple of Lanes(df)); entries[j] keeps each
-// bucket's entry. Returns whether any of them is irregular (entries[j] & Code8Lut::kIrregular): those
-// codes are for the caller to overwrite with the search.
+// Code8Lut::entries for the Lanes(du) bucket keys at buckets: plain loads (bucket keys read in pairs,
+// one load fewer per two), assembled into a vector by GCC.
+template <class DU>
+HWY_INLINE hn::Vec<DU> LookupCode8Entries(DU du, const uint32_t* table, const uint32_t* buckets) {
+    HWY_ALIGN uint32_t lanes[hn::MaxLanes(du)];
+    for (size_t k = 0; k < hn::Lanes(du); k += 2) {
+        uint64_t pair;
+        std::memcpy(&pair, buckets + k, sizeof pair);
+        lanes[k] = table[static_cast<uint32_t>(pair)];
+        lanes[k + 1] = table[pair >> 32];
+    }
+    return hn::Load(du, lanes);
+}
+
+// codes[j] = the table's answer for keys j < count (a multiple of Lanes(df)). Returns whether any
+// bucket was irregular: those codes are for the caller to overwrite with the search (the lanes whose
+// Code8Lut::find is negative).
 template <class DF>
-HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, const uint32_t* ranks,
-                           uint32_t* entries, uint8_t* codes, size_t count) {
+HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, const uint32_t* ranks, uint8_t* codes,
+                           size_t count) {
     const hn::RebindToUnsigned<DF> du;
     const hn::RebindToSigned<DF> di;
     const hn::Rebind<uint8_t, DF> d8;
     const uint32_t* table = lut.entries();
-    // Buckets read in pairs (one load fewer per two values); eight at a time so that GCC assembles
-    // the entries in a vector and stores them once (count is a multiple of 8 on every target).
-    for (size_t j = 0; j < count; j += 8) {
-        uint64_t pairs[4];
-        std::memcpy(pairs, buckets + j, sizeof pairs);
-        for (int k = 0; k < 4; ++k) {
-            entries[j + 2 * k] = table[static_cast<uint32_t>(pairs[k])];
-            entries[j + 2 * k + 1] = table[pairs[k] >> 32];
-        }
-    }
     auto any = hn::Zero(du);  // bit 31: an irregular bucket
     const size_t N = hn::Lanes(du);
     size_t j = 0;
@@ -88,10 +92,12 @@ HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, con
         const auto pick0 = hn::LoadDup128(db, kCode8Pick[0]), pick1 = hn::LoadDup128(db, kCode8Pick[1]);
         const auto pick2 = hn::LoadDup128(db, kCode8Pick[2]), pick3 = hn::LoadDup128(db, kCode8Pick[3]);
         for (; j + 4 * N <= count; j += 4 * N) {
-            const auto s0 = hn::Add(hn::Load(du, entries + j), hn::Load(du, ranks + j));
-            const auto s1 = hn::Add(hn::Load(du, entries + j + N), hn::Load(du, ranks + j + N));
-            const auto s2 = hn::Add(hn::Load(du, entries + j + 2 * N), hn::Load(du, ranks + j + 2 * N));
-            const auto s3 = hn::Add(hn::Load(du, entries + j + 3 * N), hn::Load(du, ranks + j + 3 * N));
+            const auto s0 = hn::Add(LookupCode8Entries(du, table, buckets + j), hn::Load(du, ranks + j));
+            const auto s1 = hn::Add(LookupCode8Entries(du, table, buckets + j + N), hn::Load(du, ranks + j + N));
+            const auto s2 =
+                hn::Add(LookupCode8Entries(du, table, buckets + j + 2 * N), hn::Load(du, ranks + j + 2 * N));
+            const auto s3 =
+                hn::Add(LookupCode8Entries(du, table, buckets + j + 3 * N), hn::Load(du, ranks + j + 3 * N));
             any = hn::Or(any, hn::Or(hn::Or(s0, s1), hn::Or(s2, s3)));
             const auto b01 = hn::Or(hn::TableLookupBytesOr0(hn::BitCast(db, s0), pick0),
                                     hn::TableLookupBytesOr0(hn::BitCast(db, s1), pick1));
@@ -102,7 +108,7 @@ HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, con
         }
     }
     for (; j < count; j += N) {
-        const auto sum = hn::Add(hn::Load(du, entries + j), hn::Load(du, ranks + j));
+        const auto sum = hn::Add(LookupCode8Entries(du, table, buckets + j), hn::Load(du, ranks + j));
         any = hn::Or(any, sum);
         hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, codes + j);
     }

@@ -3,8 +3,8 @@
 // Both directions need one table look-up per element (a 256-entry table for dequantization, the
 // Code8Lut buckets for quantization, hwy_code8_lut-inl.h). vpgatherdd is slow on Zen 3 (measured
 // 0.8 ns per element), so the look-ups are plain loads: the dequantizer assembles each vector from
-// them (LookupCode8), the quantizer runs each chunk in passes over L1 buffers (vector code computes
-// the bucket keys, a look-up loop fetches the entries, vector code finishes and stores).
+// them (LookupCode8); the quantizer stores each chunk's bucket keys in L1 buffers, then assembles
+// the bucket entries from them and finishes the codes (Code8Codes).
 #include <cmath>
 #include <cstddef>
 
@@ -42,7 +42,6 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
     const float* code = lut.code();
     HWY_ALIGN uint32_t buckets[kChunk];
     HWY_ALIGN uint32_t ranks[kChunk];
-    HWY_ALIGN uint32_t entries[kChunk];
     HWY_ALIGN uint8_t codes[kChunk];
 
     for (int64_t b = block_begin; b < block_end; ++b) {
@@ -71,9 +70,11 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
             // which skip the read-for-ownership of every output line.
             const bool nt = stream && reinterpret_cast<uintptr_t>(qc) % N8 == 0;
             uint8_t* dst = nt ? codes : qc;
-            if (Code8Codes(df, lut, buckets, ranks, entries, dst, static_cast<size_t>(mv))) {
-                for (int64_t j = 0; j < mv; ++j)  // irregular buckets: the search itself
-                    if (entries[j] & Code8Lut::kIrregular) dst[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
+            if (Code8Codes(df, lut, buckets, ranks, dst, static_cast<size_t>(mv))) {
+                for (int64_t j = 0; j < mv; ++j) {  // irregular buckets: the search itself
+                    const float y = Elem<T>::load(xc[j]) * recip;
+                    if (lut.find(y) < 0) dst[j] = code8_index(code, y);
+                }
             }
             for (int64_t j = mv; j < m; ++j) dst[j] = code8_index(code, Elem<T>::load(xc[j]) * recip);
             if (nt) {
