@@ -462,18 +462,15 @@ class LARS32bit(LARS):
     pass
 
 
-def _paged(cls):
-    return type("Paged" + cls.__name__, (cls,), {"_paged": True, "__doc__": f"{cls.__name__} with paged state "
-                                                  "(managed memory; see the module docstring)."})
+def _paged_variant(cls):
+    doc = f"{cls.__name__} with paged state (managed memory; see the module docstring)."
+    return type("Paged" + cls.__name__, (cls,), {"_paged": True, "__doc__": doc, "__module__": __name__})
 
 
-PagedAdam, PagedAdam8bit, PagedAdam32bit = _paged(Adam), _paged(Adam8bit), _paged(Adam32bit)
-PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = _paged(AdamW), _paged(AdamW8bit), _paged(AdamW32bit)
-PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = _paged(AdEMAMix), _paged(AdEMAMix8bit), _paged(AdEMAMix32bit)
-PagedLion, PagedLion8bit, PagedLion32bit = _paged(Lion), _paged(Lion8bit), _paged(Lion32bit)
-for _cls in (PagedAdam, PagedAdam8bit, PagedAdam32bit, PagedAdamW, PagedAdamW8bit, PagedAdamW32bit, PagedAdEMAMix,
-             PagedAdEMAMix8bit, PagedAdEMAMix32bit, PagedLion, PagedLion8bit, PagedLion32bit):
-    _cls.__module__ = __name__
+PagedAdam, PagedAdam8bit, PagedAdam32bit = map(_paged_variant, (Adam, Adam8bit, Adam32bit))
+PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = map(_paged_variant, (AdamW, AdamW8bit, AdamW32bit))
+PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = map(_paged_variant, (AdEMAMix, AdEMAMix8bit, AdEMAMix32bit))
+PagedLion, PagedLion8bit, PagedLion32bit = map(_paged_variant, (Lion, Lion8bit, Lion32bit))
 
 __all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
            "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",

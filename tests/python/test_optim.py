@@ -246,6 +246,12 @@ def test_step_reads_grad_attributes():
     assert np.array_equal(np.asarray(p), np.full(64, -0.5, np.float32))
 
 
+def copied(state_dict):
+    """A state_dict whose arrays are copies (what saving and loading it gives)."""
+    return {"state": {k: {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in s.items()}
+                      for k, s in state_dict["state"].items()}, "param_groups": state_dict["param_groups"]}
+
+
 def test_state_dict_round_trip(rng):
     p1 = rng.standard_normal(5000).astype(np.float32)
     p2 = p1.copy()
@@ -257,8 +263,7 @@ def test_state_dict_round_trip(rng):
     for g in gs[:2]:
         o2.step([g])
     saved = o2.state_dict()
-    saved = {"state": {k: {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in s.items()}
-                       for k, s in saved["state"].items()}, "param_groups": saved["param_groups"]}
+    saved = copied(saved)
     o3 = optim.Adam8bit([p2], lr=1e-3)
     o3.load_state_dict(saved)
     for g in gs[2:]:
@@ -408,8 +413,7 @@ def test_paged_state_dict_round_trip(rng):
     for g in gs[:2]:
         o2.step([g])
     saved = o2.state_dict()
-    saved = {"state": {k: {n: (v.copy() if isinstance(v, np.ndarray) else v) for n, v in s.items()}
-                       for k, s in saved["state"].items()}, "param_groups": saved["param_groups"]}
+    saved = copied(saved)
     o3 = optim.PagedAdamW8bit([p2])
     o3.load_state_dict(saved)
     assert not o3.state[0]["state1"].flags.owndata  # copied back into managed memory
