@@ -120,9 +120,11 @@ struct Block {
 // The parameter step needs the updated states but not their new absmax, so it happens in the same
 // pass as the state update; the second pass only re-quantizes. The states are dequantized inside
 // the update loop (LookupCode8), where their loads overlap the step's arithmetic (5% faster than a
-// look-up pass of their own).
-template <class T, Kind K>
-void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const Code8Lut& l1, const Code8Lut& l2) {
+// look-up pass of their own). Weight decay is a template parameter, not `if (c.has_wd)` in the
+// loop: GCC 12 at -O3 turned that branch into a multiply masked by the bool itself (kmovw of 0/1,
+// so lane 0 only) in the AVX-512 instance; scripts/check-avx512-masks guards against the pattern.
+template <class T, Kind K, bool kDecay>
+void block_two_state(const VConsts& k, const Block<T>& b, const Code8Lut& l1, const Code8Lut& l2) {
     const DF df;
     const size_t N = hn::Lanes(df);
     HWY_ALIGN float m[kBlock], v[kBlock], m2[kBlock];
@@ -152,7 +154,7 @@ void block_two_state(const Consts& c, const VConsts& k, const Block<T>& b, const
         } else {
             pn = KBIT_OPT_ADAM_PARAM(p, mj, vj, k.step_size, k.eps_c2);
         }
-        if (c.has_wd) pn = RoundTo<T>(df, pn) * k.decay;
+        if constexpr (kDecay) pn = RoundTo<T>(df, pn) * k.decay;
         StoreFromFloat(df, hn::IfThenElse(finite, pn, p), b.p + j);  // the store rounds pn
     }
     const float new1 = hn::GetLane(hn::MaxOfLanes(df, max1)), new2 = hn::GetLane(hn::MaxOfLanes(df, max2));
@@ -395,8 +397,12 @@ struct Simd {
 
     static void run_block(const Consts& c, const VConsts& k, const Block<T>& b, const Code8Lut& l1,
                           const Code8Lut& l2) {
-        if constexpr (two_state(K)) block_two_state<T, K>(c, k, b, l1, l2);
-        else block_one_state<T, K>(c, k, b, l1);
+        if constexpr (two_state(K)) {
+            if (c.has_wd) block_two_state<T, K, true>(k, b, l1, l2);
+            else block_two_state<T, K, false>(k, b, l1, l2);
+        } else {
+            block_one_state<T, K>(c, k, b, l1);
+        }
     }
 };
 

@@ -180,6 +180,18 @@ void BlockedGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, 
     });
 }
 
+// The lanes' sum modulo 2^32 (the int32 GEMM's wrap-around). Not SumOfLanes: on AVX-512, Highway
+// 1.0.3 sums int32 lanes with _mm512_reduce_add_epi32, whose signed additions overflow (undefined
+// behaviour, flagged by UBSan) when the sum passes 2^31.
+template <class D32>
+HWY_INLINE uint32_t WrappingLaneSum(D32 d32, hn::Vec<D32> v) {
+    HWY_ALIGN uint32_t lanes[hn::MaxLanes(d32)];
+    hn::Store(hn::BitCast(hn::RebindToUnsigned<D32>(), v), hn::RebindToUnsigned<D32>(), lanes);
+    uint32_t sum = 0;
+    for (size_t i = 0; i < hn::Lanes(d32); ++i) sum += lanes[i];
+    return sum;
+}
+
 // Dot products of one W row with kRows (1 to 4) token rows (int16), K a multiple of the vector length;
 // W is widened in registers. Accumulators pinned as in Tile.
 template <int kRows>
@@ -196,10 +208,10 @@ HWY_INLINE void DotRows(const int8_t* w, const int16_t* x, int64_t ldx, int64_t 
         if (kRows > 2) KBIT_MADD_INTO(a2, hn::Load(d16, x + 2 * ldx + i), wv);
         if (kRows > 3) KBIT_MADD_INTO(a3, hn::Load(d16, x + 3 * ldx + i), wv);
     }
-    sums[0] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a0)));
-    if (kRows > 1) sums[1] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a1)));
-    if (kRows > 2) sums[2] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a2)));
-    if (kRows > 3) sums[3] = static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(d32, a3)));
+    sums[0] = WrappingLaneSum(d32, a0);
+    if (kRows > 1) sums[1] = WrappingLaneSum(d32, a1);
+    if (kRows > 2) sums[2] = WrappingLaneSum(d32, a2);
+    if (kRows > 3) sums[3] = WrappingLaneSum(d32, a3);
 }
 
 // Few tokens: packing W would cost more than the products, so each W row is read once (per group of

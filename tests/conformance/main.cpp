@@ -33,17 +33,33 @@ void report_stubs(const std::string& path) {
     kbit_loader_close(b);
 }
 
+// "avx512 (detected avx512, KBIT_CPU_ISA=avx512)" from a backend info string that names its
+// kernels ("..., kernels: avx512 (detected ...), ..."); empty if it names none.
+std::string kernels_of(const std::string& info) {
+    const auto at = info.find("kernels: ");
+    if (at == std::string::npos) return {};
+    const auto begin = at + 9;
+    const auto close = info.find(')', begin);
+    return info.substr(begin, close == std::string::npos ? std::string::npos : close + 1 - begin);
+}
+
+// Exit status for "this leg cannot run here" (ctest SKIP_RETURN_CODE).
+constexpr int kSkipped = 77;
+
 }  // namespace
 
 int main(int argc, char** argv) {
     Catch::Session session;
     std::string spec;
+    std::string required_kernels;
     bool trampolines = false;
     using Catch::clara::Opt;
     session.cli(session.cli() |
                 Opt(spec, "name|path")["--backend"]("backend to test: cpu, cuda, a vendor name, or a .so path "
                                                     "(default: cpu; with --trampolines: libkbit.so's default)") |
-                Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports"));
+                Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports") |
+                Opt(required_kernels, "isa")["--require-kernels"](
+                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512)"));
     if (int rc = session.applyCommandLine(argc, argv)) return rc;
     if (spec.empty() && !trampolines) spec = "cpu";
     std::string error;
@@ -52,6 +68,15 @@ int main(int argc, char** argv) {
         return 2;
     }
     const auto& b = kbit_test::backend();
+    // First line: the kernels this run covers, so that a log shows what was tested.
+    const std::string kernels = kernels_of(b.core.kbit_backend_info());
+    if (!kernels.empty()) std::printf("kernels: %s\n", kernels.c_str());
+    if (!required_kernels.empty() && kernels.compare(0, required_kernels.size() + 1, required_kernels + " ") != 0) {
+        std::printf("SKIPPED: --require-kernels %s, but the backend runs %s: the CPU or KBIT_CPU_ISA caps them\n",
+                    required_kernels.c_str(), kernels.empty() ? "unnamed kernels" : kernels.c_str());
+        kbit_test::close_backend();
+        return kSkipped;
+    }
     std::printf("backend %s (%s)%s: %s\ninterfaces: core %s, 4bit %s, 8bit %s, optim8 %s\n",
                 b.core.kbit_backend_name(), b.path.c_str(), trampolines ? " through libkbit.so's trampolines" : "",
                 b.core.kbit_backend_info(), version(b.core_version).c_str(), version(b.v4bit).c_str(),

@@ -21,7 +21,7 @@ deps=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$deps" > "$site/kbit-test-dependencies.pth"
 "$venv_python" -m pip install --no-build-isolation --no-index --disable-pip-version-check -q \
-    -C build-dir="$build/python-wheel" "$src"
+    --config-settings=build-dir="$build/python-wheel" "$src"
 
 cd "$tmp"  # nothing of the source tree on the path from here on
 "$venv_python" - <<'PY'
