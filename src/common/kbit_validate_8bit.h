@@ -21,7 +21,7 @@ inline int64_t checked_product(int64_t a, int64_t b) {
 // "<what> is <a * b>, must be <= max", or, when a * b does not fit in int64, with both factors.
 inline Args& product_at_most(Args& args, const char* what, int64_t a, int64_t b, int64_t max) {
     if (!args.ok() || a < 0 || b < 0) return args;
-    if (a > 0 && a > INT64_MAX / b)
+    if (a > 0 && b > 0 && a > INT64_MAX / b)  // b == 0: the product is 0 (no division by zero)
         return args.require(false, "%s is %lld x %lld, must be <= %lld", what, static_cast<long long>(a),
                             static_cast<long long>(b), static_cast<long long>(max));
     return args.at_most(what, a * b, max);

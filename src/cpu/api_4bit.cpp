@@ -52,7 +52,9 @@ void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const
           int blocksize) {
     const auto& dot = kbit::cpu::dot_4bit_kernels();
     const int64_t row_elems = 2 * static_cast<int64_t>(ldb);
-    if (dot.group == 0 || row_elems % blocksize != 0) {  // ref ISA, or rows that do not start a block
+    // The ref ISA, rows that do not start a block, or k == 0 (all-zero sums; the inputs, the table
+    // included, may then be NULL, and the SIMD kernels read the table up front).
+    if (dot.group == 0 || k == 0 || row_elems % blocksize != 0) {
         parallel_range(m, min_rows(k), [&](int64_t r0, int64_t r1) {
             kbit::ref::gemv_4bit_rows(k, A, B, absmax, datatype, out, ldb, blocksize, static_cast<int>(r0),
                                       static_cast<int>(r1));

@@ -247,3 +247,26 @@ TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit
                   f + "rows * in_features is 1099511627776 x 1073741824, must be <= 4611686018427387904");
     CHECK(out.untouched());
 }
+
+// A zero dimension makes an empty call (success, nothing read or written), whatever the other sizes:
+// the size checks once divided by it (SIGFPE).
+TEST_CASE("8bit errors: a zero dimension is an empty call, never a division by zero", "[8bit][errors]") {
+    const auto& b = backend().b8;
+    Out<int8_t> out(64);
+    Out<float> stats(8);
+    Out<kbit_half> hout(64);
+    CHECK(b.kbit_int8_vectorwise_quant(nullptr, nullptr, nullptr, nullptr, 0.0f, 0, 16, nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(b.kbit_int8_vectorwise_quant(nullptr, out.get(), stats.get(), nullptr, 0.0f, 4, 0, nullptr) ==
+          KBIT_STATUS_SUCCESS);
+    CHECK(b.cint8_vector_quant(nullptr, out.get(), stats.get(), 0.0f, 4, 0, nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(b.cint8_vector_quant(nullptr, out.get(), stats.get(), 0.0f, 0, 4, nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(b.cdequant_mm_int32_fp16(nullptr, nullptr, nullptr, hout.get(), nullptr, 3, 0, nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(b.cdequant_mm_int32_fp16(nullptr, nullptr, nullptr, hout.get(), nullptr, 0, 3, nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(b.kbit_int8_outlier_matmul_fp16(nullptr, nullptr, nullptr, nullptr, hout.get(), 4, 32, 0, nullptr) ==
+          KBIT_STATUS_SUCCESS);
+    CHECK(b.kbit_int8_outlier_matmul_fp16(nullptr, nullptr, nullptr, nullptr, hout.get(), 4, 0, 8, nullptr) ==
+          KBIT_STATUS_SUCCESS);
+    CHECK(out.untouched());
+    CHECK(stats.untouched());
+    CHECK(hout.untouched());
+}

@@ -1,8 +1,11 @@
 // Validation of one backend file by kbit_loader_open(): every fake variant's outcome, records and
 // messages, the tables it yields, and the stubs that replace what a backend lacks.
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <catch2/catch.hpp>
 
@@ -281,6 +284,39 @@ TEST_CASE("validation: rejected files and the stage and reason of each", "[valid
         CHECK(o.backend == nullptr);
         CHECK(o.message == "kbit_loader_open: " + path + ": " + c.why);
     }
+}
+
+// A cut-short copy of a real backend: its segments end past the end of the file, which dlopen would
+// map and then fault on (SIGBUS). It must be rejected before dlopen, by the file's own numbers.
+TEST_CASE("validation: a truncated backend file is rejected before dlopen", "[validation]") {
+    TempDir dir;
+    Env env;
+    Loader l(dir.path());
+    std::ifstream in(fake("good"), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(bytes.size() > 3000);
+    for (size_t keep : {size_t{100}, size_t{3000}, bytes.size() / 2, bytes.size() - 1}) {
+        const std::string path = dir.path() + "/libkbit_cut" + std::to_string(keep) + ".so";
+        std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(keep));
+        INFO(keep << " of " << bytes.size() << " bytes");
+        Opened o = open_backend(l, path.c_str());
+        CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
+        CHECK(o.backend == nullptr);
+        CHECK_THAT(o.message, Catch::StartsWith("kbit_loader_open: " + path + ": truncated"));
+        CHECK_FALSE(is_mapped(path));
+    }
+}
+
+// Opening a FIFO for reading blocks until a writer comes: the loader must reject it without waiting.
+TEST_CASE("validation: a FIFO named as a backend is rejected at once", "[validation]") {
+    TempDir dir;
+    Env env;
+    Loader l(dir.path());
+    const std::string path = dir.path() + "/libkbit_fifo.so";
+    REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+    Opened o = open_backend(l, path.c_str());
+    CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
+    CHECK(o.message == "kbit_loader_open: " + path + ": not a regular file");
 }
 
 TEST_CASE("validation: a file that dlopen cannot load is rejected with dlopen's reason", "[validation]") {
