@@ -3,6 +3,7 @@
 // KBIT_CPU_ISA=ref. No exported function calls another one.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cpu_isa.h"
@@ -10,20 +11,21 @@
 #include "kbit/kbit_8bit.h"
 #include "kbit_error.h"
 #include "kbit_half.h"
+#include "kbit_live_set.h"
 #include "kbit_validate_8bit.h"
 #include "kernels_8bit.h"
 #include "parallel_range.h"
 #include "ref_8bit.h"
 
-struct kbit_context {
-    // Identifies contexts made by this backend; the CPU needs no BLAS handle.
-    uint64_t magic;
-};
+struct kbit_context {};  // the CPU needs no BLAS handle; live contexts are in live_contexts()
 
 namespace kbit::cpu {
 namespace {
 
-constexpr uint64_t kContextMagic = 0x6b6269742d637075ull;  // "kbit-cpu"
+LiveSet<kbit_context>& live_contexts() {
+    static LiveSet<kbit_context>* const live = new LiveSet<kbit_context>;  // outlives exit-time calls
+    return *live;
+}
 // Work per thread below which a parallel region costs more than it saves.
 constexpr int64_t kGrainElements = int64_t{1} << 16;
 // Outputs at least this large are written with non-temporal stores: they cannot stay in cache, and
@@ -109,8 +111,7 @@ kbit_status igemmlt_entry(const char* fn, IgemmOut kind, kbit_context* context, 
         if (kbit_status s = validate_igemmlt(fn, context, m, n, k, A, B, C, row_scale, kind == IgemmOut::Int8RowScale,
                                              lda, ldb, ldc, &empty))
             return s;
-        if (context->magic != kContextMagic)
-            return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
+        if (!live_contexts().contains(context)) return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
         if (empty) return KBIT_STATUS_SUCCESS;
         if (kind == IgemmOut::Int32) {
             igemm_s32(m, n, k, A, lda, B, ldb, static_cast<int32_t*>(C), ldc);
@@ -214,7 +215,9 @@ KBIT_API kbit_status cint8_vector_quant(kbit_half* A, int8_t* out, float* rowSta
 KBIT_API kbit_context* get_context(void) {
     kbit_context* c = nullptr;
     guarded("get_context", [&] {
-        c = new kbit_context{kContextMagic};
+        auto made = std::make_unique<kbit_context>();
+        live_contexts().add(made.get());
+        c = made.release();
         return KBIT_STATUS_SUCCESS;
     });
     return c;
@@ -223,11 +226,11 @@ KBIT_API kbit_context* get_context(void) {
 KBIT_API kbit_status kbit_context_destroy(kbit_context* context) {
     static const char* fn = "kbit_context_destroy";
     if (context == nullptr) return KBIT_STATUS_SUCCESS;
-    if (context->magic != kContextMagic)
-        return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "context was not made by this backend's get_context()");
-    context->magic = 0;
-    delete context;
-    return KBIT_STATUS_SUCCESS;
+    return guarded(fn, [&] {
+        if (!live_contexts().remove(context)) return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
+        delete context;
+        return KBIT_STATUS_SUCCESS;
+    });
 }
 
 KBIT_API kbit_status cigemmlt_32(kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B, void* C,

@@ -21,9 +21,10 @@
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "igemm_kernels.h"
+#include "kbit_error.h"
+#include "kbit_live_set.h"
 
 struct kbit_context {
-    uint64_t magic;  // identifies contexts made by this backend's get_context()
     cublasLtHandle_t handle;
     int device;
 };
@@ -31,7 +32,10 @@ struct kbit_context {
 namespace kbit::cuda {
 namespace {
 
-constexpr uint64_t kContextMagic = 0x6b6269742d637564ull;  // "kbit-cud"
+LiveSet<kbit_context>& live_contexts() {
+    static LiveSet<kbit_context>* const live = new LiveSet<kbit_context>;  // outlives exit-time calls
+    return *live;
+}
 
 struct LtApi {
     decltype(&cublasLtCreate) create = nullptr;
@@ -118,14 +122,16 @@ kbit_context* create_context(const char* fn) {
         lt_error(fn, "cublasLtCreate", s);
         return nullptr;
     }
-    return new kbit_context{kContextMagic, handle, device};
+    auto* context = new kbit_context{handle, device};
+    live_contexts().add(context);
+    return context;
 }
 
-bool is_context(const kbit_context* context) { return context->magic == kContextMagic; }
+bool is_context(const kbit_context* context) { return live_contexts().contains(context); }
 
 kbit_status destroy_context(const char* fn, kbit_context* context) {
+    if (!live_contexts().remove(context)) return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
     const cublasStatus_t s = lt_api().destroy(context->handle);
-    context->magic = 0;
     delete context;
     return s == CUBLAS_STATUS_SUCCESS ? KBIT_STATUS_SUCCESS : lt_error(fn, "cublasLtDestroy", s);
 }

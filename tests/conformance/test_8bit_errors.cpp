@@ -10,6 +10,7 @@ namespace {
 
 constexpr uint8_t kSentinel = 0xA5;
 const std::string kBlocks = "is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096";
+const std::string kNotLive = "context is not a live context of this backend (already destroyed, or not made by its get_context())";
 
 // Output buffers filled with a sentinel; untouched() says whether they still hold it.
 template <class T>
@@ -186,15 +187,19 @@ TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit
         // A struct that get_context() did not make.
         uint64_t fake[8] = {};
         check_invalid(fn(reinterpret_cast<kbit_context*>(fake), 8, 5, 4, A.get(), B.get(), C.get(), rs, 8, 8, 4, nullptr),
-                      f + "context was not made by this backend's get_context()");
+                      f + kNotLive);
     }
     check_invalid(b.cigemmlt_8_rowscale(ctx, 8, 5, 4, A.get(), B.get(), C.get(), nullptr, 8, 8, 4, nullptr),
                   "cigemmlt_8_rowscale: row_scale is NULL");
     CHECK(C.untouched());
     uint64_t fake[8] = {};
-    check_invalid(b.kbit_context_destroy(reinterpret_cast<kbit_context*>(fake)),
-                  "kbit_context_destroy: context was not made by this backend's get_context()");
+    check_invalid(b.kbit_context_destroy(reinterpret_cast<kbit_context*>(fake)), "kbit_context_destroy: " + kNotLive);
     CHECK(b.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
+    // A destroyed context is refused without reading it (it once was a use after free).
+    check_invalid(b.kbit_context_destroy(ctx), "kbit_context_destroy: " + kNotLive);
+    check_invalid(b.cigemmlt_32(ctx, 8, 5, 4, A.get(), B.get(), C.get(), nullptr, 8, 8, 4, nullptr),
+                  "cigemmlt_32: " + kNotLive);
+    CHECK(C.untouched());
 }
 
 TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][errors]") {
