@@ -8,8 +8,12 @@
 
 namespace kbit::cpu {
 
-// Number of workers parallel_workers() uses at most (sizes per-worker scratch buffers).
-inline int64_t max_workers() { return omp_get_max_threads(); }
+// Whether this process is a fork() child of a process that had loaded the backend (fork_guard.cpp).
+bool in_forked_child();
+
+// Number of workers parallel_workers() uses at most (sizes per-worker scratch buffers): one in a
+// fork() child, where GNU OpenMP's pool still names the parent's threads.
+inline int64_t max_workers() { return in_forked_child() ? 1 : omp_get_max_threads(); }
 
 // Runs body(begin, end, worker) over contiguous parts of [0, count), worker in [0, max_workers()), in
 // parallel when every worker gets at least `grain` items (a parallel region costs a few
