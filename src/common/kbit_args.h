@@ -57,6 +57,16 @@ public:
         if (ok() && !(v >= 0.0f && std::isfinite(v))) fail("%s is %g, must be finite and >= 0", name, static_cast<double>(v));
         return *this;
     }
+    // The byte ranges [a, a + a_bytes) and [b, b + b_bytes) do not overlap: an output may not alias
+    // an input or another output (the kernels read and write in chunks, so in-place would corrupt).
+    Args& disjoint(const char* a_name, const void* a, int64_t a_bytes, const char* b_name, const void* b,
+                   int64_t b_bytes) {
+        if (!ok() || a == nullptr || b == nullptr || a_bytes <= 0 || b_bytes <= 0) return *this;
+        const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+        if (x - y < static_cast<uint64_t>(b_bytes) || y - x < static_cast<uint64_t>(a_bytes))
+            fail("%s overlaps %s (in-place or overlapping buffers are not supported)", a_name, b_name);
+        return *this;
+    }
     // Any other condition: `cond` must hold, else the formatted message is recorded.
     template <class... A>
     Args& require(bool cond, const char* fmt, A... args) {
@@ -79,5 +89,32 @@ private:
 // Largest element count the kbit_-prefixed 64-bit functions accept (keeps byte offsets and
 // 2*n nibble arithmetic far from int64 overflow).
 constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+// Bytes of one element of a valid KBIT_DTYPE_*.
+constexpr int64_t dtype_bytes(int32_t dtype) { return dtype == KBIT_DTYPE_FP32 ? 4 : 2; }
+
+// Which way a blockwise call goes: elements -> codes + absmax, or codes + absmax -> elements.
+enum class Blockwise { Quantize, Dequantize };
+
+// The outputs of a blockwise (de)quantization of n elements of `elem_bytes` bytes into `code_bits`
+// (4 or 8) bit codes, one fp32 absmax per block, may not overlap its inputs or each other.
+// `code` is the 8-bit code table (256 floats) or NULL.
+inline Args& blockwise_disjoint(Args& a, Blockwise dir, const void* in, const float* absmax, const void* out,
+                                const float* code, int64_t n, int64_t blocksize, int code_bits, int64_t elem_bytes) {
+    if (!a.ok()) return a;
+    const int64_t codes = code_bits == 4 ? n / 2 + n % 2 : n;
+    const int64_t elems = n > kMaxElements / 8 ? INT64_MAX : n * elem_bytes;
+    const int64_t scales = (n / blocksize + (n % blocksize != 0)) * 4;
+    constexpr int64_t table = 256 * 4;
+    if (dir == Blockwise::Quantize)
+        return a.disjoint("out", out, codes, "A", in, elems)
+            .disjoint("absmax", absmax, scales, "A", in, elems)
+            .disjoint("out", out, codes, "absmax", absmax, scales)
+            .disjoint("out", out, codes, "code", code, table)
+            .disjoint("absmax", absmax, scales, "code", code, table);
+    return a.disjoint("out", out, elems, "A", in, codes)
+        .disjoint("out", out, elems, "absmax", absmax, scales)
+        .disjoint("out", out, elems, "code", code, table);
+}
 
 }  // namespace kbit

@@ -7,27 +7,28 @@
 
 namespace kbit {
 
-// cquantize_blockwise_* / cdequantize_blockwise_* (4-bit) and kbit_(de)quantize_4bit.
-inline kbit_status validate_blockwise_4bit(const char* fn, const void* in, const float* absmax,
-                                           const void* out, int64_t blocksize, int64_t n,
+// cquantize_blockwise_* / cdequantize_blockwise_* (4-bit) and kbit_(de)quantize_4bit; elements of
+// `elem_bytes` bytes (4, or 2 for fp16/bf16).
+inline kbit_status validate_blockwise_4bit(const char* fn, Blockwise dir, const void* in, const float* absmax,
+                                           const void* out, int64_t blocksize, int64_t n, int64_t elem_bytes,
                                            bool* empty) {
     Args a(fn);
     a.blocksize(blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
     *empty = a.ok() && n == 0;
     if (!a.ok() || *empty) return a.status();
     a.not_null("A", in).not_null("absmax", absmax).not_null("out", out);
-    return a.status();
+    return blockwise_disjoint(a, dir, in, absmax, out, nullptr, n, blocksize, 4, elem_bytes).status();
 }
 
 // kbit_quantize_4bit / kbit_dequantize_4bit: the selectors, then the blockwise rules.
-inline kbit_status validate_blockwise_4bit_64(const char* fn, int32_t quant_type, int32_t dtype, const void* in,
-                                              const float* absmax, const void* out, int64_t blocksize, int64_t n,
-                                              bool* empty) {
+inline kbit_status validate_blockwise_4bit_64(const char* fn, Blockwise dir, int32_t quant_type, int32_t dtype,
+                                              const void* in, const float* absmax, const void* out, int64_t blocksize,
+                                              int64_t n, bool* empty) {
     Args a(fn);
     a.quant_type(quant_type).dtype(dtype);
     *empty = false;
     if (!a.ok()) return a.status();
-    return validate_blockwise_4bit(fn, in, absmax, out, blocksize, n, empty);
+    return validate_blockwise_4bit(fn, dir, in, absmax, out, blocksize, n, dtype_bytes(dtype), empty);
 }
 
 // kbit_nested_absmax_quantize (out_a = qabsmax, out_b = nested_absmax, out_c = offset) and

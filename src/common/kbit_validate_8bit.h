@@ -28,17 +28,18 @@ inline Args& product_at_most(Args& args, const char* what, int64_t a, int64_t b,
 }
 
 // cquantize_blockwise_* / cdequantize_blockwise_* (8-bit) and kbit_(de)quantize_blockwise_8bit.
-// `dtype` is NULL for the bitsandbytes names (their symbol fixes it).
-inline kbit_status validate_blockwise_8bit(const char* fn, const int32_t* dtype, const float* code,
+// `dtype` is NULL for the bitsandbytes names (their symbol fixes it); `elem_bytes` is the element
+// size the call's dtype means (checked first when `dtype` is given).
+inline kbit_status validate_blockwise_8bit(const char* fn, Blockwise dir, const int32_t* dtype, const float* code,
                                            const void* in, const float* absmax, const void* out,
-                                           int64_t blocksize, int64_t n, bool* empty) {
+                                           int64_t blocksize, int64_t n, int64_t elem_bytes, bool* empty) {
     Args a(fn);
     if (dtype != nullptr) a.dtype(*dtype);
     a.blocksize(blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
     *empty = a.ok() && n == 0;
     if (!a.ok() || *empty) return a.status();
     a.not_null("code", code).not_null("A", in).not_null("absmax", absmax).not_null("out", out);
-    return a.status();
+    return blockwise_disjoint(a, dir, in, absmax, out, code, n, blocksize, 8, elem_bytes).status();
 }
 
 // The LLM.int8 outlier threshold: >= 0 (0 = no outliers), never NaN; +inf is allowed.

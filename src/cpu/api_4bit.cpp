@@ -117,7 +117,8 @@ kbit_status quantize_entry(const char* fn, QuantType qt, const T* A, float* absm
                            int64_t blocksize, int64_t n) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_4bit(fn, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s = kbit::validate_blockwise_4bit(fn, kbit::Blockwise::Quantize, A, absmax, out, blocksize,
+                                                            n, sizeof(T), &empty);
         if (s == KBIT_STATUS_SUCCESS && !empty) quantize(qt, A, absmax, out, blocksize, n);
         return s;
     });
@@ -128,7 +129,8 @@ kbit_status dequantize_entry(const char* fn, QuantType qt, const uint8_t* A, con
                              int64_t blocksize, int64_t n) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_4bit(fn, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s = kbit::validate_blockwise_4bit(fn, kbit::Blockwise::Dequantize, A, absmax, out,
+                                                            blocksize, n, sizeof(T), &empty);
         if (s == KBIT_STATUS_SUCCESS && !empty) dequantize(qt, A, absmax, out, blocksize, n);
         return s;
     });
@@ -264,7 +266,8 @@ KBIT_API kbit_status kbit_quantize_4bit(int32_t quant_type, int32_t dtype, const
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_4bit_64(fn, kbit::Blockwise::Quantize, quant_type, dtype, A, absmax, out,
+                                             blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         const auto qt = static_cast<QuantType>(quant_type);
         if (dtype == KBIT_DTYPE_FP32) quantize(qt, static_cast<const float*>(A), absmax, out, blocksize, n);
@@ -280,7 +283,8 @@ KBIT_API kbit_status kbit_dequantize_4bit(int32_t quant_type, int32_t dtype, con
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_4bit_64(fn, kbit::Blockwise::Dequantize, quant_type, dtype, A, absmax, out,
+                                             blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         const auto qt = static_cast<QuantType>(quant_type);
         if (dtype == KBIT_DTYPE_FP32) dequantize(qt, A, absmax, static_cast<float*>(out), blocksize, n);

@@ -70,7 +70,9 @@ kbit_status quantize_entry(const char* fn, const int32_t* dtype, const float* co
                            uint8_t* out, int64_t blocksize, int64_t n) {
     return guarded(fn, [&] {
         bool empty = false;
-        if (kbit_status s = validate_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, &empty)) return s;
+        if (kbit_status s = validate_blockwise_8bit(fn, Blockwise::Quantize, dtype, code, A, absmax, out, blocksize, n,
+                                                    sizeof(T), &empty))
+            return s;
         if (!empty) quantize(code, A, absmax, out, blocksize, n);
         return KBIT_STATUS_SUCCESS;
     });
@@ -81,7 +83,9 @@ kbit_status dequantize_entry(const char* fn, const int32_t* dtype, const float* 
                              const float* absmax, T* out, int64_t blocksize, int64_t n) {
     return guarded(fn, [&] {
         bool empty = false;
-        if (kbit_status s = validate_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, &empty)) return s;
+        if (kbit_status s = validate_blockwise_8bit(fn, Blockwise::Dequantize, dtype, code, A, absmax, out, blocksize,
+                                                    n, sizeof(T), &empty))
+            return s;
         if (!empty) dequantize(code, A, absmax, out, blocksize, n);
         return KBIT_STATUS_SUCCESS;
     });

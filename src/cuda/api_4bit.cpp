@@ -16,7 +16,8 @@ kbit_status quantize(const char* fn, QuantType type, int32_t dtype, const void* 
                      int64_t blocksize, int64_t n, void* stream) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_4bit(fn, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s = kbit::validate_blockwise_4bit(fn, kbit::Blockwise::Quantize, A, absmax, out, blocksize,
+                                                            n, kbit::dtype_bytes(dtype), &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::quantize_4bit(fn, type, dtype, A, absmax, out, blocksize, n, stream);
     });
@@ -26,7 +27,8 @@ kbit_status dequantize(const char* fn, QuantType type, int32_t dtype, const uint
                        void* out, int64_t blocksize, int64_t n, void* stream) {
     return kbit::guarded(fn, [&] {
         bool empty = false;
-        const kbit_status s = kbit::validate_blockwise_4bit(fn, A, absmax, out, blocksize, n, &empty);
+        const kbit_status s = kbit::validate_blockwise_4bit(fn, kbit::Blockwise::Dequantize, A, absmax, out,
+                                                            blocksize, n, kbit::dtype_bytes(dtype), &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::dequantize_4bit(fn, type, dtype, A, absmax, out, blocksize, n, stream);
     });
@@ -166,7 +168,8 @@ KBIT_API kbit_status kbit_quantize_4bit(int32_t quant_type, int32_t dtype, const
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_4bit_64(fn, kbit::Blockwise::Quantize, quant_type, dtype, A, absmax, out,
+                                             blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::quantize_4bit(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize, n,
                                          stream);
@@ -179,7 +182,8 @@ KBIT_API kbit_status kbit_dequantize_4bit(int32_t quant_type, int32_t dtype, con
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_4bit_64(fn, quant_type, dtype, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_4bit_64(fn, kbit::Blockwise::Dequantize, quant_type, dtype, A, absmax, out,
+                                             blocksize, n, &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::dequantize_4bit(fn, static_cast<QuantType>(quant_type), dtype, A, absmax, out, blocksize,
                                            n, stream);

@@ -18,7 +18,8 @@ kbit_status quantize(const char* fn, const int32_t* dtype_arg, int32_t dtype, co
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_8bit(fn, dtype_arg, code, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_8bit(fn, kbit::Blockwise::Quantize, dtype_arg, code, A, absmax, out, blocksize, n,
+                                          kbit::dtype_bytes(dtype), &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::quantize_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, stream);
     });
@@ -29,7 +30,8 @@ kbit_status dequantize(const char* fn, const int32_t* dtype_arg, int32_t dtype, 
     return kbit::guarded(fn, [&] {
         bool empty = false;
         const kbit_status s =
-            kbit::validate_blockwise_8bit(fn, dtype_arg, code, A, absmax, out, blocksize, n, &empty);
+            kbit::validate_blockwise_8bit(fn, kbit::Blockwise::Dequantize, dtype_arg, code, A, absmax, out, blocksize,
+                                          n, kbit::dtype_bytes(dtype), &empty);
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         return kbit::cuda::dequantize_blockwise_8bit(fn, dtype, code, A, absmax, out, blocksize, n, stream);
     });

@@ -67,6 +67,23 @@ TEMPLATE_TEST_CASE("4bit bad input: blockwise quantize and dequantize", "[4bit][
                     expect(deq(nullptr, packed.get(), a, as<T>(out), bs, 128, nullptr),
                            df + ": blocksize " + std::to_string(bs) + " is not one of " + kBlocks, o);
             }
+            {
+                // In place (output over an input) is refused: the kernels would read what they wrote.
+                const std::string overlap = " (in-place or overlapping buffers are not supported)";
+                Outputs o{&in, &absmax, &packed};
+                uint8_t* codes_in_x = reinterpret_cast<uint8_t*>(x);
+                expect(deq(nullptr, packed.get(), a, reinterpret_cast<T*>(packed.get()), 64, 128, nullptr),
+                       df + ": out overlaps A" + overlap, o);
+                expect(deq(nullptr, packed.get(), a, reinterpret_cast<T*>(absmax.get()) + 1, 64, 128, nullptr),
+                       df + ": out overlaps absmax" + overlap, o);
+                expect(quant(nullptr, x, a, codes_in_x + 100, 64, 128), qf + ": out overlaps A" + overlap, o);
+                expect(quant(nullptr, x, reinterpret_cast<float*>(x) + 3, packed.get(), 64, 128),
+                       qf + ": absmax overlaps A" + overlap, o);
+                expect(quant(nullptr, x, a, reinterpret_cast<uint8_t*>(a) + 4, 64, 128),
+                       qf + ": out overlaps absmax" + overlap, o);
+                // Adjacent buffers are not overlapping: the 64 codes right after 128 elements.
+                CHECK(quant(nullptr, x, a, codes_in_x + 128 * sizeof(T), 64, 128) == KBIT_STATUS_SUCCESS);
+            }
         }
     }
 }

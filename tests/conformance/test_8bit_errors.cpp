@@ -57,6 +57,19 @@ TEMPLATE_TEST_CASE("8bit errors: cquantize_blockwise / cdequantize_blockwise rej
     check_invalid(B::dequantize(code.get(), codes.get(), absmax_in.get(), deq.get(), 64, -7), d + ": n is -7, must be >= 0");
     check_invalid(B::dequantize(code.get(), codes.get(), absmax_in.get(), deq.get(), 24, 256), d + ": blocksize 24 " + kBlocks);
     CHECK(deq.untouched());
+
+    // In place is refused, and so is any overlap of an output with an input or another output.
+    const std::string overlap = " (in-place or overlapping buffers are not supported)";
+    check_invalid(B::dequantize(code.get(), out.get(), absmax_in.get(), reinterpret_cast<TestType*>(out.get()), 64, 256),
+                  d + ": out overlaps A" + overlap);
+    check_invalid(B::dequantize(code.get(), codes.get(), absmax_in.get(), reinterpret_cast<TestType*>(code.get()), 64, 256),
+                  d + ": out overlaps code" + overlap);
+    check_invalid(B::quantize(code.get(), in.get(), absmax.get(), reinterpret_cast<uint8_t*>(in.get()) + 1, 64, 256),
+                  q + ": out overlaps A" + overlap);
+    check_invalid(B::quantize(code.get(), in.get(), absmax.get(), reinterpret_cast<uint8_t*>(absmax.get()), 64, 16),
+                  q + ": out overlaps absmax" + overlap);
+    CHECK(absmax.untouched());
+    CHECK(out.untouched());
 }
 
 TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise_8bit reject bad input",

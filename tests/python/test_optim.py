@@ -2,6 +2,7 @@
 reference of the update rules (semantics §5.2), 8-bit blockwise state against the 32-bit results and
 the quantization bounds (§5.4), bitsandbytes' defaults, state layout, schedules and step counting."""
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -420,3 +421,196 @@ def test_paged_state_dict_round_trip(rng):
     for g in gs[2:]:
         o3.step([g])
     assert np.array_equal(p1, p2)
+
+
+# ---- load_state_dict checks every state array before a kernel writes it ------------------------
+
+def stepped(cls, n, rng, **kwargs):
+    """An optimizer of `cls` over one parameter of n elements after one step, and its copied state_dict."""
+    p = rng.standard_normal(n).astype(np.float32)
+    opt = cls([p], **kwargs)
+    opt.step([np.ones(n, np.float32)])
+    return opt, copied(opt.state_dict())
+
+
+def assert_unchanged(opt, before):
+    """Nothing of a refused state_dict was loaded: the same state arrays, step and group settings."""
+    assert opt.state.keys() == before["state"].keys()
+    for i, st in before["state"].items():
+        assert opt.state[i].keys() == st.keys()
+        assert all(opt.state[i][k] is v for k, v in st.items()), i
+    assert [{k: v for k, v in g.items() if k != "params"} for g in opt.state_dict()["param_groups"]] == \
+        [{k: v for k, v in g.items() if k != "params"} for g in before["param_groups"]]
+
+
+ROUND_TRIP = [(optim.Adam8bit, {}), (optim.AdEMAMix8bit, {}), (optim.AdEMAMix32bit, {}), (optim.Lion8bit, {}),
+              (optim.Lion32bit, {}), (optim.SGD8bit, dict(lr=0.1, momentum=0.9)), (optim.RMSprop32bit, {}),
+              (optim.LAMB, {}), (optim.LARS, dict(lr=0.1, momentum=0.9)), (optim.PagedAdEMAMix8bit, {})]
+
+
+@pytest.mark.parametrize("cls,kwargs", ROUND_TRIP, ids=[c[0].__name__ for c in ROUND_TRIP])
+def test_load_state_dict_accepts_every_layout_it_saves(rng, cls, kwargs):
+    # The checks follow the state the optimizer allocates: every family and both state widths load back.
+    n = optim.PAGED_MIN_SIZE if cls._paged else 5000 + 17
+    a, saved = stepped(cls, n, rng, **kwargs)
+    p = a._params[0].copy()
+    b = cls([p], **kwargs)
+    b.load_state_dict(saved)
+    g = np.full(n, 0.5, np.float32)
+    a.step([g])
+    b.step([g])
+    assert np.array_equal(a._params[0], p) and b.state[0]["step"] == 2
+
+
+def test_load_state_dict_rejects_a_short_8bit_state(rng):
+    # A 100-byte state1 made the next 8-bit step write 8092 bytes past its end.
+    opt, good = stepped(optim.Adam8bit, 8192, rng)
+    before = opt.state_dict()
+    bad = copied(good)
+    bad["state"][0]["state1"] = np.zeros(100, np.uint8)
+    bad["param_groups"][0]["lr"] = 0.5
+    with pytest.raises(ValueError, match=r"^load_state_dict: state\[0\]\['state1'\] has 100 elements, "
+                                         r"the parameter needs 8192$"):
+        opt.load_state_dict(bad)
+    assert_unchanged(opt, before)
+    assert opt.param_groups[0]["lr"] == 1e-3
+    opt.step([np.ones(8192, np.float32)])
+    assert opt.state[0]["step"] == 2
+
+
+def _n_blocks(n):
+    return -(-n // 256)
+
+
+def _readonly(a):
+    a.flags.writeable = False  # the kernels write absmax: np.load(mmap_mode="r") arrays must not pass
+    return a
+
+
+N = 5000 + 17  # a partial last block
+BAD_STATES = [  # class, the field, its bad value (a function of n), exception, message after "state[0]['key'] "
+    (optim.Adam8bit, "state1", lambda n: np.zeros(n, np.float32), TypeError, "has dtype float32, expected uint8"),
+    (optim.Adam8bit, "state2", lambda n: np.zeros(n - 1, np.uint8), ValueError,
+     f"has {N - 1} elements, the parameter needs {N}"),
+    (optim.Adam8bit, "state2", lambda n: np.zeros(2 * n, np.uint8)[::2], ValueError, "must be C-contiguous"),
+    (optim.Adam8bit, "absmax1", lambda n: np.zeros(_n_blocks(n) - 1, np.float32), ValueError,
+     f"has {_n_blocks(N) - 1} elements, the parameter needs {_n_blocks(N)}"),
+    (optim.Adam8bit, "absmax2", lambda n: np.zeros(_n_blocks(n), np.float16), TypeError,
+     "has dtype float16, expected float32"),
+    (optim.Adam8bit, "qmap1", lambda n: np.zeros(255, np.float32), ValueError,
+     "has 255 elements, the parameter needs 256"),
+    (optim.Adam8bit, "qmap2", lambda n: np.zeros(256, np.float64), TypeError, "has dtype float64, expected float32"),
+    (optim.Adam8bit, "state1", lambda n: [0] * n, TypeError, "must be an array, not list"),
+    (optim.Adam8bit, "state1", lambda n: None, TypeError, "must be an array, not NoneType"),
+    (optim.Adam8bit, "absmax1", lambda n: _readonly(np.zeros(_n_blocks(n), np.float32)), ValueError, "is read-only"),
+    # AdEMAMix keeps m1 and m2 in state1 and their scales in absmax1 (twice the size of state2's).
+    (optim.AdEMAMix8bit, "state1", lambda n: np.zeros(n, np.uint8), ValueError,
+     f"has {N} elements, the parameter needs {2 * N}"),
+    (optim.AdEMAMix8bit, "absmax1", lambda n: np.zeros(_n_blocks(n), np.float32), ValueError,
+     f"has {_n_blocks(N)} elements, the parameter needs {2 * _n_blocks(N)}"),
+    (optim.AdEMAMix32bit, "state1", lambda n: np.zeros(n, np.float32), ValueError,
+     f"has {N} elements, the parameter needs {2 * N}"),
+    (optim.AdEMAMix32bit, "state2", lambda n: np.zeros(n, np.uint8), TypeError, "has dtype uint8, expected float32"),
+    (optim.Lion32bit, "state1", lambda n: np.zeros(n, np.float64), TypeError, "has dtype float64, expected float32"),
+    (optim.Lion32bit, "state2", lambda n: np.zeros(n, np.float32), ValueError,
+     "must be None: Lion32bit keeps no state2 in 32-bit state"),
+    (optim.Lion8bit, "absmax2", lambda n: np.zeros(_n_blocks(n), np.float32), ValueError,
+     "must be None: Lion8bit keeps no absmax2 in 8-bit state"),
+    (optim.LAMB, "unorm_vec", lambda n: np.zeros(0, np.float32), ValueError, "has 0 elements, the parameter needs 1"),
+]
+
+
+@pytest.mark.parametrize("cls,key,value,exc,msg", BAD_STATES,
+                         ids=[f"{c[0].__name__}-{c[1]}-{i}" for i, c in enumerate(BAD_STATES)])
+def test_load_state_dict_checks_each_state_array(rng, cls, key, value, exc, msg):
+    opt, good = stepped(cls, N, rng)
+    before = opt.state_dict()
+    bad = copied(good)
+    bad["state"][0][key] = value(N)
+    with pytest.raises(exc, match=r"^" + re.escape(f"load_state_dict: state[0]['{key}'] {msg}") + "$"):
+        opt.load_state_dict(bad)
+    assert_unchanged(opt, before)
+
+
+def test_load_state_dict_checks_the_step_bits_and_keys(rng):
+    opt, good = stepped(optim.Adam8bit, N, rng)
+    before = opt.state_dict()
+
+    def refused(exc, msg, **changes):
+        bad = copied(good)
+        for k, v in changes.items():
+            if v is KeyError:
+                del bad["state"][0][k]
+            else:
+                bad["state"][0][k] = v
+        with pytest.raises(exc, match=msg):
+            opt.load_state_dict(bad)
+        assert_unchanged(opt, before)
+
+    for step in (-1, 1.5, True, "3", None, 2**31 - 1):
+        refused(ValueError, re.escape(f"load_state_dict: state[0]['step'] must be an integer in [0, 2^31 - 1), "
+                                      f"not {step!r}"), step=step)
+    refused(ValueError, re.escape("load_state_dict: state[0]['bits'] is 32, the parameter needs 8 "
+                                  "(optim_bits=8, min_8bit_size=4096)"), bits=32)
+    refused(ValueError, re.escape("load_state_dict: state[0] has no 'absmax1'"), absmax1=KeyError)
+    for key in (1, "x", -1, True):
+        bad = copied(good)
+        bad["state"] = {key: bad["state"][0]}
+        with pytest.raises(ValueError, match=re.escape(f"load_state_dict: state key {key!r} is not a parameter "
+                                                       "index (0 to 0)")):
+            opt.load_state_dict(bad)
+    bad = copied(good)
+    bad["state"]["0"] = bad["state"][0]
+    with pytest.raises(ValueError, match=r"load_state_dict: state of parameter 0 given twice"):
+        opt.load_state_dict(bad)
+    bad = copied(good)
+    bad["state"][0] = [1, 2]
+    with pytest.raises(TypeError, match=r"load_state_dict: state\[0\] must be a dict, not list"):
+        opt.load_state_dict(bad)
+    for field, value, msg in [("optim_bits", 16, "optim_bits must be 8 or 32, not 16"),
+                              ("min_8bit_size", None, "min_8bit_size must be an integer, not None"),
+                              ("max_unorm", float("nan"), "max_unorm must be a number >= 0, not nan"),
+                              ("max_unorm", 1.0, r"update-norm clipping \(max_unorm 1.0\) needs optim_bits 32")]:
+        bad = copied(good)
+        bad["param_groups"] = [dict(bad["param_groups"][0], **{field: value})]
+        with pytest.raises(ValueError, match=r"load_state_dict: param_groups\[0\]: " + msg):
+            opt.load_state_dict(bad)
+        assert_unchanged(opt, before)
+    with pytest.raises(ValueError, match=r"load_state_dict: expected a dict with 'state' \(a dict\)"):
+        opt.load_state_dict({"state": [], "param_groups": []})
+
+
+def test_load_state_dict_refuses_a_state_dict_with_one_bad_parameter_whole(rng):
+    # Parameter 0's state is fine, parameter 1's is short: neither is loaded.
+    p = [rng.standard_normal(N).astype(np.float32) for _ in range(2)]
+    opt = optim.AdamW8bit(p)
+    opt.step([np.ones(N, np.float32)] * 2)
+    good = copied(opt.state_dict())
+    good["state"][0]["step"] = 7
+    good["state"][1]["absmax2"] = np.zeros(3, np.float32)
+    before = opt.state_dict()
+    with pytest.raises(ValueError, match=r"state\[1\]\['absmax2'\] has 3 elements, the parameter needs 20"):
+        opt.load_state_dict(good)
+    assert_unchanged(opt, before)
+    assert opt.state[0]["step"] == 1
+
+
+def test_paged_load_state_dict_checks_before_copying_into_managed_memory(rng, monkeypatch):
+    opt, good = stepped(optim.PagedAdamW8bit, optim.PAGED_MIN_SIZE, rng)
+    before = opt.state_dict()
+    allocated = []
+    real = optim._paged_zeros
+    monkeypatch.setattr(optim, "_paged_zeros", lambda *a: (allocated.append(a[1]), real(*a))[1])
+    bad = copied(good)
+    bad["state"][0]["state2"] = np.zeros(100, np.uint8)
+    with pytest.raises(ValueError, match=r"^load_state_dict: state\[0\]\['state2'\] has 100 elements, "
+                                         r"the parameter needs 100000$"):
+        opt.load_state_dict(bad)
+    assert allocated == [] and opt.state[0]["paged"]
+    assert_unchanged(opt, before)
+    # Paged state1/state2 are copied into new managed memory, so a read-only saved copy is fine there.
+    ok = copied(good)
+    ok["state"][0]["state1"].flags.writeable = False
+    opt.load_state_dict(ok)
+    assert allocated == [(optim.PAGED_MIN_SIZE,)] * 2 and opt.state[0]["state1"].flags.writeable
+    assert np.array_equal(opt.state[0]["state1"], good["state"][0]["state1"])
