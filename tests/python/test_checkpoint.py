@@ -1,6 +1,7 @@
 """Checkpoints in transformers' / bitsandbytes' safetensors layout (semantics §2.6), read back by an
 independent reader written here from the spec's rules (not the package's loader)."""
 import json
+import re
 import struct
 
 import ml_dtypes
@@ -141,3 +142,191 @@ def test_from_dict_accepts_unpacked_and_prefixed_packed_forms(rng):
     packed_form["quant_state.bitsandbytes__int4"] = packed_form.pop("quant_state.bitsandbytes__nf4")
     with pytest.raises(ValueError, match="expected one quant_state item"):
         kbit.QuantState.from_dict(packed_form)
+
+
+# ---- load_4bit / load_int8 / from_dict refuse inconsistent entries before any C call ---------------
+
+JSON_KEY = P + ".weight.quant_state.bitsandbytes__nf4"
+
+
+@pytest.fixture
+def saved_4bit(rng):
+    """Checkpoint entries of a nested NF4 weight [96, 320] (blocksize 64, 480 blocks) with its bias."""
+    W = (rng.standard_normal((96, 320)) * 0.05).astype(np.float16)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=True)
+    tensors = checkpoint.tensors_4bit(P, packed, state)
+    tensors[P + ".bias"] = np.zeros(96, np.float16)
+    return tensors
+
+
+def with_json(tensors, text=None, key=JSON_KEY, **fields):
+    """A copy of the entries with the quant_state JSON replaced by `text`, or with `fields` changed in
+    it (a value of KeyError removes the field)."""
+    out = dict(tensors)
+    old = out.pop(JSON_KEY)
+    if text is None:
+        d = json.loads(bytes(old).decode())
+        for k, v in fields.items():
+            if v is KeyError:
+                del d[k]
+            else:
+                d[k] = v
+        text = json.dumps(d)
+    out[key] = np.frombuffer(text.encode() if isinstance(text, str) else text, np.uint8).copy()
+    return out
+
+
+def refused(exc, msg, tensors):
+    with pytest.raises(exc, match=r"^" + msg):
+        checkpoint.load_4bit(tensors, P)
+
+
+def test_load_4bit_json_quant_type_must_match_the_key(saved_4bit):
+    # The __fp4 key with an "nf4" JSON (and the other way round) was loaded as whatever the JSON said.
+    fp4_key = P + ".weight.quant_state.bitsandbytes__fp4"
+    refused(ValueError, re.escape(f"QuantState.from_dict: {fp4_key}: quant_type 'nf4' does not match the key's "
+                                  "'fp4'"), with_json(saved_4bit, key=fp4_key))
+    refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY}: quant_type 'fp4' does not match the key's "
+                                  "'nf4'"), with_json(saved_4bit, quant_type="fp4"))
+    refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY}: quant_type 'int4' does not match"),
+            with_json(saved_4bit, quant_type="int4"))
+
+
+def test_load_4bit_shape_must_match_the_bytes_and_scales(saved_4bit):
+    # 30718 elements: the same 480 blocks of 64, one byte fewer than the stored 15360.
+    refused(ValueError, re.escape(f"load_4bit: {P}.weight holds 15360 bytes, its quant_state shape [30718] needs "
+                                  "15359"), with_json(saved_4bit, shape=[30718]))
+    refused(ValueError, re.escape(f"QuantState.from_dict: {P}.weight.absmax has 480 elements, the shape [96, 640] "
+                                  "with blocksize 64 needs 960"), with_json(saved_4bit, shape=[96, 640]))
+    refused(ValueError, re.escape(f"QuantState.from_dict: {P}.weight.absmax has 480 elements, the shape [96, 320] "
+                                  "with blocksize 128 needs 240"), with_json(saved_4bit, blocksize=128))
+    # Transposed: same bytes and scales; the bias [96] of the Linear4bit [96, 320] still tells.
+    transposed = with_json(saved_4bit, shape=[320, 96])
+    refused(ValueError, re.escape(f"load_4bit: {P}.bias has 96 elements, the quant_state shape [320, 96] of "
+                                  f"{P}.weight needs 320"), transposed)
+    del transposed[P + ".bias"]
+    assert checkpoint.load_4bit(transposed, P)[1].shape == (320, 96)  # nothing else records the orientation
+
+
+MALFORMED = [  # field of the JSON, its bad value (KeyError: left out), message after the JSON's key
+    ("nested_offset", float("nan"), "nested_offset nan is not a finite float32 number"),
+    ("nested_offset", float("inf"), "nested_offset inf is not a finite float32 number"),
+    ("nested_offset", 1e39, r"nested_offset 1e\+39 is not a finite float32 number"),
+    ("nested_offset", "0.5", "nested_offset '0.5' is not a finite float32 number"),
+    ("nested_offset", True, "nested_offset True is not a finite float32 number"),
+    ("nested_offset", None, "nested_offset None is not a finite float32 number"),
+    ("blocksize", "64", "blocksize '64' is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096"),
+    ("blocksize", 48, "blocksize 48 is not one of 32, 64"),
+    ("blocksize", 64.0, "blocksize 64.0 is not one of 32, 64"),
+    ("blocksize", 8192, "blocksize 8192 is not one of 32, 64"),
+    ("nested_blocksize", 16, "nested_blocksize 16 is not one of 32, 64"),
+    ("dtype", "float64", "dtype 'float64' is not one of float32, float16, bfloat16"),
+    ("dtype", "nonsense", "dtype 'nonsense' is not one of float32, float16, bfloat16"),
+    ("dtype", 3, "dtype 3 is not one of float32"),
+    ("nested_dtype", "float16", "nested_dtype 'float16' is not one of float32"),
+    ("shape", "96x320", "shape '96x320' is not a list of non-negative integers"),
+    ("shape", [96, -320], r"shape \[96, -320\] is not a list of non-negative integers"),
+    ("shape", [96.0, 320], r"shape \[96.0, 320\] is not a list of non-negative integers"),
+    ("shape", None, "shape None is not a list of non-negative integers"),
+    ("blocksize", KeyError, "missing blocksize"),
+    ("shape", KeyError, "missing shape"),
+    ("nested_offset", KeyError, "missing nested_offset"),
+]
+
+
+@pytest.mark.parametrize("field,value,msg", MALFORMED, ids=[f"{m[0]}-{i}" for i, m in enumerate(MALFORMED)])
+def test_load_4bit_malformed_json_fields(saved_4bit, field, value, msg):
+    # Each one was a KeyError/TypeError naming no key, a silently wrong state, or a NaN spread over
+    # every scale.
+    refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY}: ") + msg,
+            with_json(saved_4bit, **{field: value}))
+
+
+@pytest.mark.parametrize("text,msg", ids=["text", "not-utf8", "list", "str"], argvalues=[
+    ("not json", r"is not a JSON object \(Expecting value"),
+    (b"\xff\xfe", r"is not a JSON object \('utf-8' codec can't decode"),
+    ("[1, 2]", "is not a JSON object but list"),
+    ('"nf4"', "is not a JSON object but str"),
+])
+def test_load_4bit_json_that_is_not_an_object(saved_4bit, text, msg):
+    refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY} ") + msg, with_json(saved_4bit, text))
+
+
+def test_load_4bit_checks_the_tensors(saved_4bit):
+    def changed(key, value):
+        return dict(saved_4bit, **{f"{P}.weight.{key}": value})
+
+    w = f"QuantState.from_dict: {P}.weight"
+    refused(ValueError, re.escape(f"{w}.absmax has 479 elements, the shape [96, 320] with blocksize 64 needs 480"),
+            changed("absmax", np.zeros(479, np.uint8)))
+    refused(TypeError, re.escape(f"{w}.absmax has dtype float32, expected uint8"),  # nested: uint8 codes
+            changed("absmax", np.zeros(480, np.float32)))
+    refused(ValueError, re.escape(f"{w}.nested_absmax has 1 elements, 480 blocks of absmax need 2"),
+            changed("nested_absmax", np.zeros(1, np.float32)))
+    refused(ValueError, re.escape(f"{w}.quant_map has 15 elements, expected 16"),
+            changed("quant_map", np.zeros(15, np.float32)))
+    refused(ValueError, re.escape(f"{w}.nested_quant_map has 16 elements, expected 256"),
+            changed("nested_quant_map", np.zeros(16, np.float32)))
+    refused(TypeError, re.escape(f"{w}.nested_quant_map must be an array, not list"),
+            changed("nested_quant_map", [0.0] * 256))
+    refused(TypeError, re.escape(f"QuantState.from_dict: {JSON_KEY} has dtype float32, expected uint8"),
+            dict(saved_4bit, **{JSON_KEY: saved_4bit[JSON_KEY].astype(np.float32)}))
+    # The JSON's nested fields without the nested tensors.
+    plain = {k: v for k, v in saved_4bit.items() if "nested" not in k}
+    refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY}: missing nested_absmax, nested_quant_map"),
+            plain)
+    refused(TypeError, re.escape(f"load_4bit: {P}.weight must be an array, not bytes"),
+            dict(saved_4bit, **{P + ".weight": bytes(15360)}))
+
+
+def test_from_dict_unpacked_form_is_checked_too(rng):
+    W = rng.standard_normal((8, 64)).astype(np.float32)
+    _, state = kbit.quantize_4bit(W, quant_type="fp4")
+    d = state.as_dict(packed=False)
+    with pytest.raises(ValueError, match=r"^QuantState.from_dict: quant_state: quant_type 'int4' is not one of "
+                                         r"fp4, nf4$"):
+        kbit.QuantState.from_dict(dict(d, quant_type="int4"))
+    with pytest.raises(ValueError, match=r"^QuantState.from_dict: quant_state: quant_type \['nf4'\] is not one of"):
+        kbit.QuantState.from_dict(dict(d, quant_type=["nf4"]))
+    with pytest.raises(ValueError, match=r"^QuantState.from_dict: absmax has 8 elements, the shape \[8, 65\] "
+                                         r"with blocksize 64 needs 9$"):
+        kbit.QuantState.from_dict(dict(d, shape=[8, 65]))
+    s = kbit.QuantState.from_dict(dict(d, shape=np.array([8, 64]).tolist(), blocksize=np.int64(64)))
+    assert s.shape == (8, 64) and s.blocksize == 64 and type(s.blocksize) is int
+    _, nested = kbit.quantize_4bit(W, quant_type="fp4", compress_statistics=True)
+    s = kbit.QuantState.from_dict(dict(nested.as_dict(packed=False), nested_offset=nested.offset))  # np.float32
+    assert s.offset == nested.offset
+    with pytest.raises(ValueError, match=r"^QuantState.from_dict: quant_state: nested_offset nan is not a finite"):
+        kbit.QuantState.from_dict(dict(nested.as_dict(packed=False), nested_offset=np.float32("nan")))
+
+
+@pytest.fixture
+def saved_int8(rng):
+    CB, SCB, _ = kbit.int8_vectorwise_quant((rng.standard_normal((48, 80)) * 0.1).astype(np.float16))
+    return checkpoint.tensors_int8(P, CB, SCB)
+
+
+def test_load_int8_checks_scb_against_the_rows(saved_int8):
+    def refused_int8(exc, msg, **changes):
+        with pytest.raises(exc, match=r"^" + re.escape(msg) + "$"):
+            checkpoint.load_int8(dict(saved_int8, **{P + k: v for k, v in changes.items()}), P)
+
+    # An SCB of 47 (or 4800) scales for 48 rows was returned as is.
+    refused_int8(ValueError, f"load_int8: {P}.SCB has 47 elements, the weight's 48 rows need 48",
+                 **{".SCB": np.ones(47, np.float32)})
+    refused_int8(ValueError, f"load_int8: {P}.SCB has 4800 elements, the weight's 48 rows need 48",
+                 **{".SCB": np.ones(4800, np.float32)})
+    refused_int8(ValueError, f"load_int8: {P}.SCB must be 1-D [48], not [48, 1]",
+                 **{".SCB": np.ones((48, 1), np.float32)})
+    refused_int8(TypeError, f"load_int8: {P}.SCB has dtype float16, expected float32",
+                 **{".SCB": np.ones(48, np.float16)})
+    refused_int8(ValueError, f"load_int8: {P}.weight must be 2-D [out, in], not [3840]",
+                 **{".weight": np.zeros(3840, np.int8)})
+    refused_int8(TypeError, f"load_int8: {P}.weight has dtype uint8, expected int8",
+                 **{".weight": np.zeros((48, 80), np.uint8)})
+    refused_int8(ValueError, f"load_int8: {P}.weight_format must be one integer, not float32 ()",
+                 **{".weight_format": np.array(0, np.float32)})
+    refused_int8(ValueError, f"load_int8: {P}.weight_format must be one integer, not uint8 (0,)",
+                 **{".weight_format": np.zeros(0, np.uint8)})
+    with pytest.raises(KeyError, match=re.escape(f"load_int8: {P}.SCB not in the checkpoint")):
+        checkpoint.load_int8({k: v for k, v in saved_int8.items() if not k.endswith("SCB")}, P)

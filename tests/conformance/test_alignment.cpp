@@ -1,0 +1,191 @@
+// Alignment: the ABI requires no alignment beyond the element type's own (abi/ABI.md, "Memory"), so
+// every function must give the same bytes for buffers at any such address: byte buffers (codes,
+// packed nibbles, int8) at odd addresses, 16-bit elements at addresses that are only even, floats at
+// multiples of 4 that no vector width divides. Each call here runs twice, on vector-aligned buffers
+// and on shifted ones, and the outputs must be equal byte for byte. Under UBSan (scripts/sanitize)
+// a kernel that loads a wider type through a misaligned pointer is also reported.
+#include <catch2/catch.hpp>
+
+#include "optim8_cases.h"
+#include "test_4bit_util.h"
+#include "test_8bit_util.h"
+
+using namespace kbit_test;
+
+namespace {
+
+// Device bytes of which `size` are used, starting `shift` bytes past a 64-byte-aligned allocation.
+class Shifted {
+public:
+    Shifted(size_t size, size_t shift) : size_(size), shift_(shift), buf_(size + shift + 64) {}
+    template <class T>
+    T* as() const {
+        return reinterpret_cast<T*>(buf_.get() + shift_);
+    }
+    void upload(const void* host) { device_copy(buf_.get() + shift_, host, size_, KBIT_MEMCPY_HOST_TO_DEVICE); }
+    std::vector<uint8_t> download() const {
+        std::vector<uint8_t> host(size_);
+        device_copy(host.data(), buf_.get() + shift_, size_, KBIT_MEMCPY_DEVICE_TO_HOST);
+        return host;
+    }
+
+private:
+    size_t size_, shift_;
+    DeviceBuffer<uint8_t> buf_;
+};
+
+// Shifts that keep the element type's alignment but no larger one: 0 (aligned) and a misaligned one.
+template <class T>
+size_t misaligned_shift() {
+    return sizeof(T) == 1 ? 1 : sizeof(T) == 2 ? 2 : 4;
+}
+
+std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+template <class T>
+std::vector<uint8_t> element_bytes(size_t n, uint32_t seed) {
+    return to_dtype(normal_floats(n, seed, 1.0f), kbit::Elem<T>::dtype);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same bytes at any element-aligned address",
+                   "[4bit][alignment]", float, kbit_half, kbit_bf16) {
+    if (!backend().has_4bit()) return;
+    using T = TestType;
+    constexpr int bs = 64, rows = 13, cols = 5 * bs, n = rows * cols;  // whole blocks per row: the SIMD GEMV
+    const auto x = element_bytes<T>(n, 11);
+    const size_t packed = n / 2, scales = (n + bs - 1) / bs * 4;
+    std::vector<uint8_t> ref_packed, ref_absmax, ref_out, ref_y;
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+        INFO("shift " << shift);
+        const size_t se = shift ? misaligned_shift<T>() : 0, sf = shift ? 4 : 0, sb = shift;
+        Shifted dx(n * sizeof(T), se), dabs(scales, sf), dq(packed, sb), dout(n * sizeof(T), se);
+        dx.upload(x.data());
+        require_ok(Fns4<T>::quantize(QuantType::NF4)(nullptr, dx.as<T>(), dabs.as<float>(), dq.as<uint8_t>(), bs, n),
+                   "quantize");
+        require_ok(Fns4<T>::dequantize(QuantType::NF4)(nullptr, dq.as<uint8_t>(), dabs.as<float>(), dout.as<T>(), bs,
+                                                       n, nullptr),
+                   "dequantize");
+        // GEMV over the same packed weights as a [rows, cols] matrix.
+        Shifted da(cols * sizeof(T), se), dlut(16 * 4, sf), dy(rows * sizeof(T), se);
+        da.upload(x.data());
+        const auto table = bytes_of(std::vector<float>(kbit::kNf4Values, kbit::kNf4Values + 16));
+        dlut.upload(table.data());
+        require_ok(Fns4<T>::gemv()(rows, 1, cols, da.as<T>(), dq.as<uint8_t>(), dabs.as<float>(), dlut.as<float>(),
+                                   dy.as<T>(), cols, cols / 2, rows, bs, nullptr),
+                   "gemv");
+        if (shift == 0) {
+            ref_packed = dq.download(), ref_absmax = dabs.download(), ref_out = dout.download(), ref_y = dy.download();
+        } else {
+            CHECK(dq.download() == ref_packed);
+            CHECK(dabs.download() == ref_absmax);
+            CHECK(dout.download() == ref_out);
+            CHECK(dy.download() == ref_y);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the same bytes at any element-aligned address",
+                   "[8bit][alignment]", float, kbit_half, kbit_bf16) {
+    if (!backend().has_8bit()) return;
+    using T = TestType;
+    constexpr int n = 3 * 256 + 77, bs = 256;
+    const auto x = element_bytes<T>(n, 12);
+    const auto code = bytes_of(dynamic_map(true));
+    const size_t scales = (n + bs - 1) / bs * 4;
+    std::vector<uint8_t> ref_codes, ref_absmax, ref_out;
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+        INFO("shift " << shift);
+        const size_t se = shift ? misaligned_shift<T>() : 0, sf = shift ? 4 : 0;
+        Shifted dcode(1024, sf), dx(n * sizeof(T), se), dabs(scales, sf), dc(n, shift), dout(n * sizeof(T), se);
+        dcode.upload(code.data());
+        dx.upload(x.data());
+        require_ok(Blockwise8<T>::quantize(dcode.as<float>(), dx.as<T>(), dabs.as<float>(), dc.as<uint8_t>(), bs, n),
+                   "quantize");
+        require_ok(Blockwise8<T>::dequantize(dcode.as<float>(), dc.as<uint8_t>(), dabs.as<float>(), dout.as<T>(), bs, n),
+                   "dequantize");
+        if (shift == 0) {
+            ref_codes = dc.download(), ref_absmax = dabs.download(), ref_out = dout.download();
+        } else {
+            CHECK(dc.download() == ref_codes);
+            CHECK(dabs.download() == ref_absmax);
+            CHECK(dout.download() == ref_out);
+        }
+    }
+}
+
+TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same bytes at odd addresses", "[8bit][alignment]") {
+    if (!backend().has_8bit()) return;
+    const auto& b = backend().b8;
+    constexpr int rows = 5, cols = 67, outs = 7;  // odd sizes: no row starts on a vector boundary
+    const auto a = element_bytes<kbit_half>(rows * cols, 13);
+    std::vector<uint8_t> ref_codes, ref_stats, ref_c;
+    kbit_context* ctx = b.get_context();
+    REQUIRE(ctx != nullptr);
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+        INFO("shift " << shift);
+        Shifted da(rows * cols * 2, shift ? 2 : 0), dq(rows * cols, shift), ds(rows * 4, shift ? 4 : 0);
+        Shifted dw(outs * cols, shift), dc(rows * outs * 4, shift ? 4 : 0);
+        da.upload(a.data());
+        require_ok(b.cint8_vector_quant(da.as<kbit_half>(), dq.as<int8_t>(), ds.as<float>(), 0.0f, rows, cols, nullptr),
+                   "cint8_vector_quant");
+        std::vector<uint8_t> w(outs * cols);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i * 37 + 11);
+        dw.upload(w.data());
+        require_ok(b.cigemmlt_32(ctx, cols, rows, outs, dw.as<int8_t>(), dq.as<int8_t>(), dc.as<int32_t>(), nullptr, cols,
+                                 cols, outs, nullptr),
+                   "cigemmlt_32");
+        if (shift == 0) {
+            ref_codes = dq.download(), ref_stats = ds.download(), ref_c = dc.download();
+        } else {
+            CHECK(dq.download() == ref_codes);
+            CHECK(ds.download() == ref_stats);
+            CHECK(dc.download() == ref_c);
+        }
+    }
+    CHECK(b.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
+}
+
+TEST_CASE("alignment: 8-bit optimizers give the same bytes at any element-aligned address", "[optim8][alignment]") {
+    if (!backend().has_optim8()) return;
+    constexpr int n = 2 * 256 + 45;
+    const auto q1 = bytes_of(dynamic_map(true)), q2 = bytes_of(dynamic_map(false));
+    for (const auto& f : optim8_functions()) {
+        if (f.kind != Kind::Adam && f.kind != Kind::Momentum) continue;
+        const bool two = kbit::optim::two_state(f.kind);
+        const size_t es = dtype_size(f.dtype);
+        const auto p = to_dtype(normal_floats(n, 21, 0.1f), f.dtype);
+        const auto g = to_dtype(normal_floats(n, 22, 0.01f), f.dtype);
+        Hyper h = default_hyper(f.kind, 3, 0.01f);
+        std::vector<uint8_t> ref_p, ref_s1, ref_s2, ref_a1, ref_a2;
+        for (size_t shift : {size_t{0}, size_t{1}}) {
+            INFO(f.name << " shift " << shift);
+            const size_t se = shift ? (es == 2 ? 2 : 4) : 0, sf = shift ? 4 : 0;
+            const size_t blocks = (n + 255) / 256;
+            Shifted dp(n * es, se), dg(n * es, se), ds1(n, shift), ds2(n, shift), dq1(1024, sf), dq2(1024, sf);
+            Shifted da1(blocks * 4, sf), da2(blocks * 4, sf);
+            const std::vector<uint8_t> zeros(n, 0), zero_scales(blocks * 4, 0);
+            dp.upload(p.data()), dg.upload(g.data()), dq1.upload(q1.data()), dq2.upload(q2.data());
+            ds1.upload(zeros.data()), ds2.upload(zeros.data()), da1.upload(zero_scales.data()), da2.upload(zero_scales.data());
+            require_ok(f.call(dp.as<void>(), dg.as<void>(), ds1.as<uint8_t>(), two ? ds2.as<uint8_t>() : nullptr,
+                              dq1.as<float>(), two ? dq2.as<float>() : nullptr, da1.as<float>(),
+                              two ? da2.as<float>() : nullptr, h, n),
+                       f.name.c_str());
+            if (shift == 0) {
+                ref_p = dp.download(), ref_s1 = ds1.download(), ref_s2 = ds2.download();
+                ref_a1 = da1.download(), ref_a2 = da2.download();
+            } else {
+                CHECK(dp.download() == ref_p);
+                CHECK(ds1.download() == ref_s1);
+                CHECK(ds2.download() == ref_s2);
+                CHECK(da1.download() == ref_a1);
+                CHECK(da2.download() == ref_a2);
+            }
+        }
+    }
+}
