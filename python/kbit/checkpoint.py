@@ -15,10 +15,12 @@ an LLM.int8 layer as P.weight int8 [out, in], P.SCB float32 [out], P.weight_form
     kbit.checkpoint.save("model.safetensors", tensors)
     packed, state = kbit.checkpoint.load_4bit(kbit.checkpoint.load("model.safetensors"), "model.layers.0.mlp.down_proj")
 """
+import math
+
 import numpy as np
 
 from ._devices import adapter
-from .functional import QuantState
+from .functional import QuantState, _check_saved
 
 WEIGHT_FORMAT_ROW = 0  # the only LLM.int8 weight_format bitsandbytes still accepts ("row")
 
@@ -68,24 +70,53 @@ def load(path):
 
 def load_4bit(tensors, prefix):
     """(packed, QuantState) of the 4-bit weight `prefix` from checkpoint entries, by the rules
-    transformers follows (QuantState.from_dict over the keys under P.weight.)."""
+    transformers follows (QuantState.from_dict over the keys under P.weight., which checks the JSON
+    fields and the scales against them). Raises ValueError for entries that disagree."""
     name = f"{prefix}.weight"
     if name not in tensors:
         raise KeyError(f"load_4bit: {name} not in the checkpoint")
-    items = {k[len(name) + 1:]: v for k, v in tensors.items() if k.startswith(name + ".")}
-    return tensors[name], QuantState.from_dict(items)
+    # Full keys, so that from_dict's messages name the tensor (it strips them to the last component).
+    state = QuantState.from_dict({k: v for k, v in tensors.items() if k.startswith(name + ".")})
+    packed = tensors[name]
+    # Any quant_storage dtype ([(n+1)//(2*itemsize), 1]): only the byte count is fixed by the shape.
+    shape, dtype = _check_saved(f"load_4bit: {name}", packed, None)
+    n = math.prod(state.shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != (n + 1) // 2:
+        raise ValueError(f"load_4bit: {name} holds {nbytes} bytes, its quant_state shape {list(state.shape)} "
+                         f"needs {(n + 1) // 2}")
+    # The bytes and scales fix only the element count (to within one for odd counts), not how it is
+    # split into dimensions: a transposed [K, N] looks the same. The one other record of the layout is
+    # the bias of the Linear4bit, [N] for a weight [N, K]; without a bias a transposition goes unseen.
+    bias = tensors.get(f"{prefix}.bias")
+    if bias is not None and len(state.shape) == 2:
+        _check_saved(f"load_4bit: {prefix}.bias", bias, None, state.shape[0],
+                     f"the quant_state shape {list(state.shape)} of {name} needs")
+    return packed, state
 
 
 def load_int8(tensors, prefix):
     """(CB int8 [out, in], SCB float32 [out]) of the LLM.int8 weight `prefix`; rejects weight formats
-    other than "row" (0), as bitsandbytes does."""
+    other than "row" (0), as bitsandbytes does, and an SCB that is not one scale per row."""
     fmt = tensors.get(f"{prefix}.weight_format")
-    if fmt is not None and int(np.asarray(fmt).reshape(-1)[0]) != WEIGHT_FORMAT_ROW:
-        raise ValueError(f"load_int8: {prefix}.weight_format is {int(np.asarray(fmt).reshape(-1)[0])}; only 0 "
-                         "(row) is supported")
+    if fmt is not None:
+        fmt = np.asarray(fmt)
+        if fmt.size != 1 or fmt.dtype.kind not in "iu":
+            raise ValueError(f"load_int8: {prefix}.weight_format must be one integer, not {fmt.dtype} {fmt.shape}")
+        if int(fmt.reshape(-1)[0]) != WEIGHT_FORMAT_ROW:
+            raise ValueError(f"load_int8: {prefix}.weight_format is {int(fmt.reshape(-1)[0])}; only 0 (row) is "
+                             "supported")
+    for key in (f"{prefix}.weight", f"{prefix}.SCB"):
+        if key not in tensors:
+            raise KeyError(f"load_int8: {key} not in the checkpoint")
     CB, SCB = tensors[f"{prefix}.weight"], tensors[f"{prefix}.SCB"]
-    if CB.dtype != np.int8 or SCB.dtype != np.float32:
-        raise TypeError(f"load_int8: {prefix}.weight must be int8 and {prefix}.SCB float32")
+    shape, _ = _check_saved(f"load_int8: {prefix}.weight", CB, np.int8)
+    if len(shape) != 2:
+        raise ValueError(f"load_int8: {prefix}.weight must be 2-D [out, in], not {list(shape)}")
+    scb_shape, _ = _check_saved(f"load_int8: {prefix}.SCB", SCB, np.float32, shape[0],
+                                f"the weight's {shape[0]} rows need")
+    if len(scb_shape) != 1:
+        raise ValueError(f"load_int8: {prefix}.SCB must be 1-D [{shape[0]}], not {list(scb_shape)}")
     return CB, SCB
 
 

@@ -12,6 +12,7 @@ arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cu
 import functools
 import json
 import math
+import numbers
 import threading
 from typing import NamedTuple
 
@@ -35,9 +36,9 @@ def _dtype_names(dtypes):
     return ", ".join(d.name for d in dtypes)
 
 
-def _check_blocksize(fn, blocksize):
+def _check_blocksize(fn, blocksize, field="blocksize"):
     if isinstance(blocksize, bool) or not isinstance(blocksize, (int, np.integer)) or blocksize not in BLOCKSIZES:
-        raise ValueError(f"{fn}: blocksize {blocksize!r} is not one of {', '.join(map(str, BLOCKSIZES))}")
+        raise ValueError(f"{fn}: {field} {blocksize!r} is not one of {', '.join(map(str, BLOCKSIZES))}")
     return int(blocksize)
 
 
@@ -89,6 +90,29 @@ def _arg(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
 
 def _numel(shape):
     return math.prod(shape)
+
+
+def _check_saved(where, x, dtype, numel=None, need="expected", device=None, writable=False):
+    """(shape, dtype) of an array read back from a saved state (a checkpoint's tensor, an optimizer's
+    state_dict), checked before the C side trusts its size: an array (dtype None: of any dtype, else
+    exactly `dtype`, a TypeError otherwise) with `numel` elements, C-contiguous, on `device` (None:
+    any), and not read-only where the C side writes it."""
+    try:
+        a = adapter(x)
+    except TypeError:
+        raise TypeError(f"{where} must be an array, not {type(x).__name__}") from None
+    _, shape, dt, contiguous, _ = a.info(x)
+    if dtype is not None and dt != np.dtype(dtype):
+        raise TypeError(f"{where} has dtype {dt.name}, expected {np.dtype(dtype).name}")
+    if numel is not None and _numel(shape) != numel:
+        raise ValueError(f"{where} has {_numel(shape)} elements, {need} {numel}")
+    if not contiguous:
+        raise ValueError(f"{where} must be C-contiguous")
+    if device is not None and a.device_type(x) != device:
+        raise ValueError(f"{where} is on device {a.device_type(x)!r}, expected {device!r}")
+    if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError(f"{where} is read-only")
+    return tuple(shape), dt
 
 
 def _addr(x):
@@ -247,28 +271,78 @@ class QuantState:
     def from_dict(cls, qs_dict):
         """bitsandbytes' QuantState.from_dict: accepts the packed form (one key containing
         "quant_state" whose last dotted part is bitsandbytes__nf4|fp4) or the unpacked fields; key
-        prefixes are stripped to their last dotted component."""
+        prefixes are stripped to their last dotted component. Every field and tensor is checked here, so
+        that a bad checkpoint fails on loading with a ValueError naming its key and field (TypeError for
+        a tensor's dtype), not in a later call."""
+        fn = "QuantState.from_dict"
         qs_key = [k for k, v in qs_dict.items() if "quant_state" in k and not _is_plain(v)]
         if not qs_key and "quant_type" not in qs_dict:
-            raise ValueError("QuantState.from_dict: expected packed or unpacked quant_state items, found neither")
+            raise ValueError(f"{fn}: expected packed or unpacked quant_state items, found neither")
         if len(qs_key) > 1 or (qs_key and qs_key[0].split(".")[-1] not in cls.valid_qs_type_keys):
-            raise ValueError(f"QuantState.from_dict: expected one quant_state item ending in one of "
+            raise ValueError(f"{fn}: expected one quant_state item ending in one of "
                              f"{cls.valid_qs_type_keys}, found {qs_key}")
         d = dict(qs_dict)
+        src = qs_key[0] if qs_key else "quant_state"  # names the fields in messages
         if qs_key:
-            d.update(unpack_tensor_to_dict(adapter(d[qs_key[0]]).to_numpy(d.pop(qs_key[0]), None)))
+            _check_saved(f"{fn}: {src}", d[src], _U8)
+            try:
+                fields = unpack_tensor_to_dict(adapter(d[src]).to_numpy(d.pop(src), None))
+            except (ValueError, RecursionError) as e:  # not UTF-8, not JSON
+                raise ValueError(f"{fn}: {src} is not a JSON object ({e})") from None
+            if not isinstance(fields, dict):
+                raise ValueError(f"{fn}: {src} is not a JSON object but {type(fields).__name__}")
+            suffix = src.rsplit("__", 1)[-1]
+            if fields.get("quant_type") != suffix:  # the key names the type too: both must agree
+                raise ValueError(f"{fn}: {src}: quant_type {fields.get('quant_type')!r} does not match the "
+                                 f"key's {suffix!r}")
+            d.update(fields)
+        names = {k.split(".")[-1]: k for k in d}  # the tensors' full keys, for messages
         d = {k.split(".")[-1]: v for k, v in d.items()}
-        missing = [k for k in ("quant_type", "absmax", "blocksize", "quant_map", "dtype", "shape") if k not in d]
+        nested = any(k in d for k in _NESTED_KEYS)
+        required = ("quant_type", "absmax", "blocksize", "quant_map", "dtype", "shape")
+        missing = [k for k in required + (_NESTED_KEYS if nested else ()) if k not in d]
         if missing:
-            raise ValueError(f"QuantState.from_dict: missing {', '.join(missing)}")
+            raise ValueError(f"{fn}: {src}: missing {', '.join(missing)}")
+        where = f"{fn}: {src}"
+        quant_type = _check_choice(where, "quant_type", d["quant_type"], cls.valid_quant_types)
+        blocksize = _check_blocksize(where, d["blocksize"])
+        dtype = _dtype_from_name(_check_choice(where, "dtype", d["dtype"], ("float32", "float16", "bfloat16")))
+        shape = d["shape"]
+        if not isinstance(shape, (list, tuple)) or not all(_is_size(s) for s in shape):
+            raise ValueError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+        shape = tuple(int(s) for s in shape)
+        blocks = _blocks(_numel(shape), blocksize)
+        need = f"the shape {list(shape)} with blocksize {blocksize} needs"
+        _check_saved(f"{fn}: {names['quant_map']}", d["quant_map"], _F32, 16)
+        _check_saved(f"{fn}: {names['absmax']}", d["absmax"], _U8 if nested else _F32, blocks, need)
         state2 = offset = None
-        if "nested_absmax" in d:
-            offset = np.float32(float(d["nested_offset"]))
-            state2 = cls(absmax=d["nested_absmax"], blocksize=d["nested_blocksize"], code=d["nested_quant_map"],
-                         dtype=_dtype_from_name(d["nested_dtype"]))
-        return cls(quant_type=d["quant_type"], absmax=d["absmax"], blocksize=d["blocksize"], code=d["quant_map"],
-                   dtype=_dtype_from_name(d["dtype"]), shape=tuple(d["shape"]) if d["shape"] is not None else None,
-                   offset=offset, state2=state2)
+        if nested:
+            nested_blocksize = _check_blocksize(where, d["nested_blocksize"], "nested_blocksize")
+            nested_dtype = _dtype_from_name(_check_choice(where, "nested_dtype", d["nested_dtype"], ("float32",)))
+            offset = d["nested_offset"]  # a float32 added to every scale: NaN or inf would spread to all
+            if isinstance(offset, bool) or not isinstance(offset, numbers.Real) or not abs(offset) <= _F32_MAX:
+                raise ValueError(f"{where}: nested_offset {offset!r} is not a finite float32 number")
+            _check_saved(f"{fn}: {names['nested_quant_map']}", d["nested_quant_map"], _F32, 256)
+            _check_saved(f"{fn}: {names['nested_absmax']}", d["nested_absmax"], _F32,
+                         _blocks(blocks, nested_blocksize), f"{blocks} blocks of absmax need")
+            state2 = cls(absmax=d["nested_absmax"], blocksize=nested_blocksize, code=d["nested_quant_map"],
+                         dtype=nested_dtype)
+        return cls(quant_type=quant_type, absmax=d["absmax"], blocksize=blocksize, code=d["quant_map"],
+                   dtype=dtype, shape=shape, offset=offset, state2=state2)
+
+
+_NESTED_KEYS = ("nested_absmax", "nested_blocksize", "nested_quant_map", "nested_dtype", "nested_offset")
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _is_size(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+
+
+def _check_choice(where, field, value, allowed):
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{where}: {field} {value!r} is not one of {', '.join(allowed)}")
+    return value
 
 
 def _is_plain(v):

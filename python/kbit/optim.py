@@ -20,13 +20,14 @@ as numpy arrays over it, prefetched to the parameter's device before each step, 
 """
 import ctypes
 import math
+import numbers
 import weakref
 
 import ml_dtypes
 import numpy as np
 
 from ._devices import Ctx, adapter
-from .functional import create_dynamic_map
+from .functional import _check_saved, create_dynamic_map
 
 BLOCKSIZE = 256  # KBIT_OPTIM8_BLOCKSIZE
 _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
@@ -34,6 +35,7 @@ _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(
 _SUFFIX_32_LEGACY = {"fp32": "c{name}32bit_grad_32", "fp16": "c{name}32bit_grad_16", "bf16": "kbit_{name}32bit_grad_bf16"}
 _TWO_STATE = ("adam", "ademamix")
 PAGED_MIN_SIZE = 100_000  # bitsandbytes pages state of parameters with at least 1e5 elements
+_PAGED_KEYS = ("state1", "state2")  # the state that paged optimizers keep in managed memory
 
 
 def _c_name(name, bits, suffix):
@@ -85,36 +87,43 @@ class Optimizer:
 
     # -- state ----------------------------------------------------------------------------------
 
-    def _init_state(self, i, p, group, ctx):
-        shape, dtype = adapter(p).info(p)[1], adapter(p).info(p)[2]
-        n = int(np.prod(shape, dtype=np.int64))
+    def _layout(self, p, group):
+        """(bits, {key: (shape, dtype), or None where the kernel gets NULL}) of the state this optimizer
+        keeps for p: what _init_state allocates and load_state_dict requires of a loaded state."""
+        shape = tuple(adapter(p).info(p)[1])
+        n = math.prod(shape)
         bits = 8 if group["optim_bits"] == 8 and n >= group["min_8bit_size"] else 32
         two = self.name in _TWO_STATE
         lead = (2,) if self.name == "ademamix" else ()  # AdEMAMix keeps m1 and m2 in state1
+        f32, u8 = np.dtype(np.float32), np.dtype(np.uint8)
+        if bits == 32:
+            layout = {"state1": (lead + shape, f32), "state2": (shape, f32) if two else None}
+            if group["max_unorm"] > 0:
+                layout["unorm_vec"] = ((1,), f32)
+            return bits, layout
+        blocks = (n + BLOCKSIZE - 1) // BLOCKSIZE
+        layout = {"state1": (lead + shape, u8), "qmap1": ((256,), f32), "absmax1": (lead + (blocks,), f32)}
+        if two:
+            layout.update(state2=(shape, u8), qmap2=((256,), f32), absmax2=((blocks,), f32))
+        else:
+            layout.update(state2=None, qmap2=None, absmax2=None)
+        return bits, layout
+
+    def _init_state(self, i, p, group, ctx):
+        bits, layout = self._layout(p, group)
         st = {"step": 0, "bits": bits}
-        paged = self._paged and n >= PAGED_MIN_SIZE
-
-        def zeros(shape, dtype):
-            return _paged_zeros(ctx.lib, shape, dtype) if paged else ctx.from_numpy(np.zeros(shape, dtype=dtype))
-
+        paged = self._paged and math.prod(adapter(p).info(p)[1]) >= PAGED_MIN_SIZE
         if paged:
             st["paged"] = True
-        if bits == 32:
-            st["state1"] = zeros(lead + tuple(shape), np.float32)
-            st["state2"] = zeros(shape, np.float32) if two else None
-            if group["max_unorm"] > 0:
-                st["unorm_vec"] = ctx.from_numpy(np.zeros(1, dtype=np.float32))
-        else:
-            blocks = (n + BLOCKSIZE - 1) // BLOCKSIZE
-            st["state1"] = zeros(lead + tuple(shape), np.uint8)
-            st["qmap1"] = ctx.from_numpy(create_dynamic_map(signed=True))
-            st["absmax1"] = ctx.from_numpy(np.zeros(lead + (blocks,), dtype=np.float32))
-            if two:
-                st["state2"] = zeros(shape, np.uint8)
-                st["qmap2"] = ctx.from_numpy(create_dynamic_map(signed=False))
-                st["absmax2"] = ctx.from_numpy(np.zeros(blocks, dtype=np.float32))
+        for key, spec in layout.items():
+            if spec is None:
+                st[key] = None
+            elif key.startswith("qmap"):
+                st[key] = ctx.from_numpy(create_dynamic_map(signed=key == "qmap1"))
+            elif paged and key in _PAGED_KEYS:
+                st[key] = _paged_zeros(ctx.lib, *spec)
             else:
-                st["state2"] = st["qmap2"] = st["absmax2"] = None
+                st[key] = ctx.from_numpy(np.zeros(*spec))
         self.state[i] = st
         return st
 
@@ -192,21 +201,93 @@ class Optimizer:
         return {"state": {k: dict(v) for k, v in self.state.items()}, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
+        """Loads what state_dict() gave (for parameters of the same sizes). Every state array is checked
+        against what this optimizer keeps for its parameter (_layout: dtype, element count, C-contiguous,
+        device, writable), as is `step`, before anything changes: the kernels write the state in place,
+        so a short array would be overwritten past its end. A bad state_dict raises and leaves the
+        optimizer as it was."""
+        fn = "load_state_dict"
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), dict) or \
+                not isinstance(state_dict.get("param_groups"), (list, tuple)):
+            raise ValueError(f"{fn}: expected a dict with 'state' (a dict) and 'param_groups' (a list)")
         if len(state_dict["param_groups"]) != len(self.param_groups):
-            raise ValueError("load_state_dict: the number of param groups differs")
-        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
-            if len(saved["params"]) != len(group["params"]):
-                raise ValueError("load_state_dict: a param group has a different number of parameters")
-            group.update({k: v for k, v in saved.items() if k != "params"})
-        self.state = {int(k): dict(v) for k, v in state_dict["state"].items()}
-        for i, st in self.state.items():  # paged state goes back into managed memory of its backend
+            raise ValueError(f"{fn}: the number of param groups differs")
+        groups = []
+        for j, (group, saved) in enumerate(zip(self.param_groups, state_dict["param_groups"])):
+            if not isinstance(saved, dict) or len(saved.get("params", ())) != len(group["params"]):
+                raise ValueError(f"{fn}: a param group has a different number of parameters")
+            merged = dict(group)
+            merged.update({k: v for k, v in saved.items() if k != "params"})
+            _check_group(f"{fn}: param_groups[{j}]", merged)
+            groups.append(merged)
+        group_of = [g for g in groups for _ in g["params"]]
+        state = {}
+        for k, saved in state_dict["state"].items():
+            i = int(k) if isinstance(k, str) and k.isdecimal() else k
+            if not _is_int(i) or not 0 <= i < len(self._params):
+                raise ValueError(f"{fn}: state key {k!r} is not a parameter index (0 to {len(self._params) - 1})")
+            if int(i) in state:
+                raise ValueError(f"{fn}: state of parameter {i} given twice")
+            state[int(i)] = self._checked_state(fn, int(i), saved, group_of[i])
+        for i, st in state.items():  # paged state goes back into managed memory of its backend
             if st.get("paged"):
                 ctx = Ctx(self._params[i])
-                for key in ("state1", "state2"):
-                    if st.get(key) is not None:
+                for key in _PAGED_KEYS:
+                    if st[key] is not None:
                         host = np.asarray(ctx.to_numpy(st[key]))
                         st[key] = _paged_zeros(ctx.lib, host.shape, host.dtype)
                         st[key][...] = host
+        for group, merged in zip(self.param_groups, groups):
+            group.update(merged)
+        self.state = state
+
+    def _checked_state(self, fn, i, saved, group):
+        """A copy of the loaded state of parameter i after checking it against _layout."""
+        where = f"{fn}: state[{i}]"
+        if not isinstance(saved, dict):
+            raise TypeError(f"{where} must be a dict, not {type(saved).__name__}")
+        st = dict(saved)
+        p = self._params[i]
+        bits, layout = self._layout(p, group)
+        if not _is_int(st.get("bits")) or st["bits"] != bits:
+            raise ValueError(f"{where}['bits'] is {st.get('bits')!r}, the parameter needs {bits} "
+                             f"(optim_bits={group['optim_bits']}, min_8bit_size={group['min_8bit_size']})")
+        step = st.get("step")
+        # step + 1 is the kernels' int32 step
+        if not _is_int(step) or not 0 <= step < 2**31 - 1:
+            raise ValueError(f"{where}['step'] must be an integer in [0, 2^31 - 1), not {step!r}")
+        st["step"], st["bits"] = int(step), bits
+        device = adapter(p).device_type(p)
+        for key, spec in layout.items():
+            if spec is None:
+                if st.get(key) is not None:
+                    raise ValueError(f"{where}[{key!r}] must be None: {type(self).__name__} keeps no {key} in "
+                                     f"{bits}-bit state")
+                st[key] = None
+                continue
+            if key not in st:
+                raise ValueError(f"{where} has no {key!r}")
+            copied = bool(st.get("paged")) and key in _PAGED_KEYS  # copied into managed memory, from anywhere
+            _check_saved(f"{where}[{key!r}]", st[key], spec[1], math.prod(spec[0]), "the parameter needs",
+                         device=None if copied else device, writable=not copied and not key.startswith("qmap"))
+        return st
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_group(where, group):
+    """The settings _layout reads from a loaded param group, as the constructor checks them."""
+    bits, size, unorm = group.get("optim_bits"), group.get("min_8bit_size"), group.get("max_unorm")
+    if not _is_int(bits) or bits not in (8, 32):
+        raise ValueError(f"{where}: optim_bits must be 8 or 32, not {bits!r}")
+    if not _is_int(size):
+        raise ValueError(f"{where}: min_8bit_size must be an integer, not {size!r}")
+    if isinstance(unorm, bool) or not isinstance(unorm, numbers.Real) or not unorm >= 0:
+        raise ValueError(f"{where}: max_unorm must be a number >= 0, not {unorm!r}")
+    if unorm > 0 and bits == 8:
+        raise ValueError(f"{where}: update-norm clipping (max_unorm {unorm!r}) needs optim_bits 32")
 
 
 def _ptr_or_null(x):
