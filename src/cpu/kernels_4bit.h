@@ -48,5 +48,7 @@ const Dot4bitKernels& dot_4bit_kernels();
 template <class T>
 const Quant4bitKernels<T>* simd_quant_4bit_kernels();
 const Dot4bitKernels* simd_dot_4bit_kernels();
+// The AVX-512 dot kernels (kernels_4bit_dot512.cpp: vpermps over the 16-entry table).
+const Dot4bitKernels* dot512_4bit_kernels();
 
 }  // namespace kbit::cpu

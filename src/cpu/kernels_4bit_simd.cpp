@@ -397,7 +397,8 @@ const Quant4bitKernels<T>* simd_quant_4bit_kernels() {
     return for_active_isa(&N_AVX3::kQuantTable<T>, &N_AVX2::kQuantTable<T>);
 }
 
-const Dot4bitKernels* simd_dot_4bit_kernels() { return for_active_isa(&N_AVX3::kDotTable, &N_AVX2::kDotTable); }
+// AVX-512 has its own dot kernels (one vpermps per 16 weights); this file's 256-bit ones serve AVX2.
+const Dot4bitKernels* simd_dot_4bit_kernels() { return for_active_isa(dot512_4bit_kernels(), &N_AVX2::kDotTable); }
 
 template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>();
 template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>();
