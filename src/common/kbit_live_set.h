@@ -2,35 +2,50 @@
 // kbit_context_destroy()). A handle is checked against this set before anything reads through it,
 // so a destroyed, foreign or made-up pointer gets KBIT_STATUS_INVALID_ARGUMENT instead of a read of
 // freed memory (a magic number inside the object cannot tell: reading it is the use after free).
+//
+// A fixed array of atomic slots rather than a std::unordered_set: trivially destructible (so calls
+// from atexit handlers after static destructors still work, and nothing is left on the heap when
+// the backend is unloaded) and lock-free. Callers hold one context per device, not hundreds.
 #pragma once
 
-#include <mutex>
-#include <unordered_set>
+#include <atomic>
+#include <cstddef>
+#include <type_traits>
 
 namespace kbit {
 
-template <class T>
+template <class T, size_t Capacity = 256>
 class LiveSet {
 public:
-    // Records a new handle (may throw std::bad_alloc; callers are inside guarded()).
-    void add(const T* p) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_.insert(p);
+    // Records a new handle; false when Capacity handles are live already.
+    bool add(const T* p) {
+        for (auto& slot : slots_) {
+            const T* empty = nullptr;
+            if (slot.compare_exchange_strong(empty, p, std::memory_order_acq_rel)) return true;
+        }
+        return false;
     }
     // Whether p was added and not yet removed.
     bool contains(const T* p) const {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return live_.count(p) != 0;
+        if (p == nullptr) return false;
+        for (const auto& slot : slots_)
+            if (slot.load(std::memory_order_acquire) == p) return true;
+        return false;
     }
-    // Removes p; false if it was not live (destroyed twice, or never made here).
+    // Removes p; false if it was not live (destroyed twice, or never made here). Of two threads
+    // destroying the same handle, exactly one succeeds.
     bool remove(const T* p) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return live_.erase(p) != 0;
+        if (p == nullptr) return false;
+        for (auto& slot : slots_) {
+            const T* expected = p;
+            if (slot.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel)) return true;
+        }
+        return false;
     }
+    static constexpr size_t capacity() { return Capacity; }
 
 private:
-    mutable std::mutex mutex_;
-    std::unordered_set<const T*> live_;
+    std::atomic<const T*> slots_[Capacity] = {};
 };
 
 // The message of a handle that is not live, for set_error.
@@ -38,3 +53,5 @@ constexpr const char* kNotLiveContext =
     "context is not a live context of this backend (already destroyed, or not made by its get_context())";
 
 }  // namespace kbit
+
+static_assert(std::is_trivially_destructible_v<kbit::LiveSet<int>>, "a LiveSet must outlive static destructors");

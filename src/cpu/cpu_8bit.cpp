@@ -23,8 +23,8 @@ namespace kbit::cpu {
 namespace {
 
 LiveSet<kbit_context>& live_contexts() {
-    static LiveSet<kbit_context>* const live = new LiveSet<kbit_context>;  // outlives exit-time calls
-    return *live;
+    static LiveSet<kbit_context> live;  // trivially destructible: usable during exit too
+    return live;
 }
 // Work per thread below which a parallel region costs more than it saves.
 constexpr int64_t kGrainElements = int64_t{1} << 16;
@@ -220,7 +220,9 @@ KBIT_API kbit_context* get_context(void) {
     kbit_context* c = nullptr;
     guarded("get_context", [&] {
         auto made = std::make_unique<kbit_context>();
-        live_contexts().add(made.get());
+        if (!live_contexts().add(made.get()))
+            return set_error(KBIT_STATUS_OUT_OF_MEMORY, "get_context", "%zu contexts are live already",
+                             live_contexts().capacity());
         c = made.release();
         return KBIT_STATUS_SUCCESS;
     });

@@ -33,8 +33,8 @@ namespace kbit::cuda {
 namespace {
 
 LiveSet<kbit_context>& live_contexts() {
-    static LiveSet<kbit_context>* const live = new LiveSet<kbit_context>;  // outlives exit-time calls
-    return *live;
+    static LiveSet<kbit_context> live;  // trivially destructible: usable during exit too
+    return live;
 }
 
 struct LtApi {
@@ -123,7 +123,12 @@ kbit_context* create_context(const char* fn) {
         return nullptr;
     }
     auto* context = new kbit_context{handle, device};
-    live_contexts().add(context);
+    if (!live_contexts().add(context)) {
+        api.destroy(handle);
+        delete context;
+        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu contexts are live already", live_contexts().capacity());
+        return nullptr;
+    }
     return context;
 }
 
