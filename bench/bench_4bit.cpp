@@ -71,17 +71,18 @@ void blockwise_cases(const Shape& s, int64_t bs) {
     Buffer<float> absmax((n + bs - 1) / bs);
     Buffer<uint8_t> packed((n + 1) / 2);
     fill(x.p, n, 1);
-    const double q_bytes = double(n) * sizeof(T) + n / 2.0 + 4.0 * ((n + bs - 1) / bs);
+    const double elems = double(n) * sizeof(T), codes = n / 2.0 + 4.0 * ((n + bs - 1) / bs);
+    const kbit_bench::Traffic quantized{elems, codes, 1}, dequantized{codes, elems, 2};
     for (int32_t q : kQuants) {
         const std::string qk = std::string("quantize_") + qname(q);
         const std::string dk = std::string("dequantize_") + qname(q);
         check(kbit_quantize_4bit(q, dtype, x.p, absmax.p, packed.p, bs, n, nullptr), "quantize");
         for (int t : options().threads) {
             if (selected(qk, dt, s.name))
-                measure(qk, dt, s.name, t, q_bytes,
+                measure(qk, dt, s.name, t, quantized,
                         [&] { kbit_quantize_4bit(q, dtype, x.p, absmax.p, packed.p, bs, n, nullptr); });
             if (selected(dk, dt, s.name))
-                measure(dk, dt, s.name, t, q_bytes,
+                measure(dk, dt, s.name, t, dequantized,
                         [&] { kbit_dequantize_4bit(q, dtype, packed.p, absmax.p, y.p, bs, n, nullptr); });
         }
         // bitsandbytes: cdequantize_blockwise_cpu_<q>_<dt>(A, absmax, out, blocksize, m, n)
@@ -91,7 +92,7 @@ void blockwise_cases(const Shape& s, int64_t bs) {
         auto bnb = h ? reinterpret_cast<BnbDequant>(dlsym(h, sym.c_str())) : nullptr;
         if (bnb != nullptr && selected(dk, dt, s.name))
             for (int t : options().threads)
-                measure(dk, dt, s.name, t, q_bytes, [&] { bnb(packed.p, absmax.p, y.p, bs, s.rows, s.cols); },
+                measure(dk, dt, s.name, t, dequantized, [&] { bnb(packed.p, absmax.p, y.p, bs, s.rows, s.cols); },
                         "bitsandbytes");
     }
 }
@@ -126,11 +127,13 @@ void gemv_cases(Weights& w, const std::string& shape) {
     const int m = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
     Buffer<T> a(k), out(m);
     fill(a.p, k, 3);
-    const double bytes = w.rows * w.cols / 2.0 + 4.0 * w.rows * w.cols / w.bs + sizeof(T) * double(k + m);
+    // Weights and scales stream from memory (2 arrays); the activations stay in cache.
+    const kbit_bench::Traffic traffic{w.rows * w.cols / 2.0 + 4.0 * w.rows * w.cols / w.bs + sizeof(T) * double(k),
+                                      sizeof(T) * double(m), 2};
     int64_t next = 0;
     for (int t : options().threads) {
         if (!selected("gemv_nf4", dt, shape)) continue;
-        measure("gemv_nf4", dt, shape, t, bytes, [&] {
+        measure("gemv_nf4", dt, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
             kbit_status s;
             if constexpr (std::is_same_v<T, float>)
@@ -156,13 +159,13 @@ void gemm_cases(Weights& w, const std::string& shape, int M) {
     const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
     Buffer<T> a(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N);
     fill(a.p, static_cast<size_t>(M) * K, 4);
-    const double bytes =
-        double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + sizeof(T) * (double(M) * K + double(M) * N);
+    const kbit_bench::Traffic traffic{double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + sizeof(T) * double(M) * K,
+                                      sizeof(T) * double(M) * N, 2};
     const std::string kernel = "gemm_nf4_M" + std::to_string(M);
     int64_t next = 0;
     for (int t : options().threads) {
         if (!selected(kernel, dt, shape)) continue;
-        measure(kernel, dt, shape, t, bytes, [&] {
+        measure(kernel, dt, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
             kbit_status s;
             if constexpr (std::is_same_v<T, float>)

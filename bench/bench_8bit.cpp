@@ -98,7 +98,9 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
     Aligned<float> absmax(static_cast<size_t>(blocks));
     Aligned<uint8_t> q(x.size());
     Aligned<T> out(x.size());
-    const double qbytes = static_cast<double>(n) * (sizeof(T) + 1) + 4.0 * static_cast<double>(blocks);
+    const double elems = static_cast<double>(n) * sizeof(T);
+    const double codes = static_cast<double>(n) + 4.0 * static_cast<double>(blocks);
+    const kbit_bench::Traffic quantized{elems, codes, 1}, dequantized{codes, elems, 2};
     const int B = static_cast<int>(blocksize), N = static_cast<int>(n);
 
     // bitsandbytes' CPU functions (0.50: long long blocksize and n), when its library is present.
@@ -113,20 +115,20 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
     check(Dtype<T>::quantize(code.data(), in.data(), absmax.data(), q.data(), B, N), "quantize");
     for (int threads : options().threads) {
         if (q_sel) {
-            measure("quantize_blockwise_8bit", dt, shape, threads, qbytes, [&] {
+            measure("quantize_blockwise_8bit", dt, shape, threads, quantized, [&] {
                 check(Dtype<T>::quantize(code.data(), in.data(), absmax.data(), q.data(), B, N), "quantize");
             }, "kbit exact");
             if (bnb_q)
-                measure("quantize_blockwise_8bit", dt, shape, threads, qbytes, [&] {
+                measure("quantize_blockwise_8bit", dt, shape, threads, quantized, [&] {
                     bnb_q(code.data(), in.data(), absmax.data(), q.data(), blocksize, n);
                 }, "bitsandbytes (approximate)");
         }
         if (d_sel) {
-            measure("dequantize_blockwise_8bit", dt, shape, threads, qbytes, [&] {
+            measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
                 check(Dtype<T>::dequantize(code.data(), q.data(), absmax.data(), out.data(), B, N), "dequantize");
             }, "kbit");
             if (bnb_d)
-                measure("dequantize_blockwise_8bit", dt, shape, threads, qbytes, [&] {
+                measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
                     bnb_d(code.data(), q.data(), absmax.data(), out.data(), blocksize, n);
                 }, "bitsandbytes");
         }
@@ -155,14 +157,16 @@ void gemm_case(int64_t tokens, int64_t in, int64_t out) {
     for (size_t i = 0; i < W.size(); ++i) Wf[i] = W[i];
     kbit_context* ctx = get_context();
     const double ops = 2.0 * static_cast<double>(tokens) * static_cast<double>(in) * static_cast<double>(out);
-    const double bytes = static_cast<double>(X.size() + W.size()) + 4.0 * static_cast<double>(Y.size());
+    // Compute-bound: the rows compare with SGEMM (print_gops); the traffic is the operands once.
+    const kbit_bench::Traffic traffic{static_cast<double>(X.size() + W.size()), 4.0 * static_cast<double>(Y.size()), 2};
+    const kbit_bench::Traffic fp32_traffic{4.0 * traffic.read, traffic.write, 2};
     const int m = static_cast<int>(in), n = static_cast<int>(tokens), k = static_cast<int>(out);
     for (int threads : options().threads) {
         double sgemm_seconds = 0;
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
         if (selected("sgemm", "fp32", shape)) {
             openblas_set_num_threads(threads);
-            const auto r = measure("sgemm", "fp32", shape, threads, 4.0 * bytes, [&] {
+            const auto r = measure("sgemm", "fp32", shape, threads, fp32_traffic, [&] {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, k, m, 1.0f, Xf.data(), m, Wf.data(), m, 0.0f,
                             Yf.data(), k);
             }, "OpenBLAS");
@@ -171,7 +175,7 @@ void gemm_case(int64_t tokens, int64_t in, int64_t out) {
         }
 #endif
         if (selected("igemmlt_32", "int8", shape)) {
-            const auto r = measure("igemmlt_32", "int8", shape, threads, bytes, [&] {
+            const auto r = measure("igemmlt_32", "int8", shape, threads, traffic, [&] {
                 check(cigemmlt_32(ctx, m, n, k, W.data(), X.data(), Y.data(), nullptr, m, m, k, nullptr), "cigemmlt_32");
             }, "kbit exact");
             print_gops(r, ops, sgemm_seconds);
@@ -179,7 +183,7 @@ void gemm_case(int64_t tokens, int64_t in, int64_t out) {
 #ifdef KBIT_BENCH_HAVE_DNNL
         if (selected("igemmlt_32", "int8", shape)) {
             const int32_t zero = 0;
-            const auto r = measure("igemmlt_32", "int8", shape, threads, bytes, [&] {
+            const auto r = measure("igemmlt_32", "int8", shape, threads, traffic, [&] {
                 dnnl_gemm_s8s8s32('N', 'T', 'F', n, k, m, 1.0f, X.data(), m, 0, W.data(), m, 0, 0.0f, Y.data(), k, &zero);
             }, "oneDNN s8s8s32 (saturates without VNNI: inexact here)");
             print_gops(r, ops, sgemm_seconds);

@@ -65,9 +65,12 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
     auto q1 = kbit::dynamic_map(true), q2 = kbit::dynamic_map(false);
     const double elem = sizeof(T), states = ademamix ? 3.0 : two_state ? 2.0 : 1.0;
     const double scales = (ademamix ? 3.0 : two_state ? 2.0 : 1.0) * 4.0 / 256.0;
-    const double bytes = static_cast<double>(n) * (3.0 * elem + 2.0 * states + 2.0 * scales);
+    // p and g read, p written; every state and its block scales read and written.
+    const double per = states + scales;
+    const kbit_bench::Traffic traffic{static_cast<double>(n) * (2.0 * elem + per), static_cast<double>(n) * (elem + per),
+                                      2 + static_cast<int>(states)};
     int step = 1;
-    measure(kernel, dtype, shape, threads, bytes, [&] {
+    measure(kernel, dtype, shape, threads, traffic, [&] {
         fn(p.data, g.data, s1.data, two_state ? s2.data : nullptr, 0.9f, 0.999f, 0.9999f, 5.0f, 1e-8f, step++,
            1e-3f, q1.data(), two_state ? q2.data() : nullptr, a1.data, two_state ? a2.data : nullptr, 0.0f, 1.0f,
            false, static_cast<int>(n));
@@ -83,7 +86,8 @@ void bench_adam32(size_t n, int threads) {
     std::memset(s1.data, 0, n * sizeof(float));
     std::memset(s2.data, 0, n * sizeof(float));
     int step = 1;
-    measure("adam32", "fp32", shape, threads, static_cast<double>(n) * 28.0, [&] {
+    const kbit_bench::Traffic traffic{16.0 * static_cast<double>(n), 12.0 * static_cast<double>(n), 4};  // p, g, s1, s2
+    measure("adam32", "fp32", shape, threads, traffic, [&] {
         cadam32bit_grad_fp32(g.data, p.data, s1.data, s2.data, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f,
                              0.0f, step++, 1e-3f, 1.0f, false, static_cast<int>(n));
     });

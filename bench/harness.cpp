@@ -55,62 +55,86 @@ std::vector<int> parse_ints(const char* s) {
 
 const Options& options() { return g_options; }
 
-Probes::Probes(size_t bytes_per_array) : n_(bytes_per_array / sizeof(float)) {
-    a_ = alloc_floats(n_);
-    b_ = alloc_floats(n_);
-    c_ = alloc_floats(n_);
+Probes::Probes(size_t bytes_per_array) : n_(bytes_per_array / sizeof(float) / 64 * 64) {
+    for (int i = 0; i < kMaxStreams; ++i) src_.push_back(alloc_floats(n_));
+    dst_ = alloc_floats(n_);
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < static_cast<long>(n_); ++i) {
-        a_[i] = 0.0f;
-        b_[i] = 1.0f;
-        c_[i] = 2.0f;
+        for (int s = 0; s < kMaxStreams; ++s) src_[s][i] = static_cast<float>(s);
+        dst_[i] = 0.0f;
     }
 }
 
 Probes::~Probes() {
-    std::free(a_);
-    std::free(b_);
-    std::free(c_);
+    for (float* p : src_) std::free(p);
+    std::free(dst_);
 }
 
-double Probes::read_gbs() {
+// Each thread sums its static part of every stream, 64 bytes of each per step: the streams are read
+// together, as a kernel reads its inputs.
+double Probes::read_gbs(int streams) {
+    streams = std::clamp(streams, 1, kMaxStreams);
     const long n = static_cast<long>(n_);
-    const float* b = b_;
+    const std::vector<float*>& src = src_;
     float total = 0.0f;
     const double t0 = now();
 #pragma omp parallel reduction(+ : total)
     {
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
 #pragma omp for schedule(static) nowait
-        for (long i = 0; i < n; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_load_ps(b + i));
-            s1 = _mm256_add_ps(s1, _mm256_load_ps(b + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_load_ps(b + i + 16));
-            s3 = _mm256_add_ps(s3, _mm256_load_ps(b + i + 24));
-        }
-        __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+        for (long i = 0; i < n; i += 16)
+            for (int s = 0; s < streams; ++s) {
+                s0 = _mm256_add_ps(s0, _mm256_load_ps(src[s] + i));
+                s1 = _mm256_add_ps(s1, _mm256_load_ps(src[s] + i + 8));
+            }
         alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, s);
+        _mm256_store_ps(lanes, _mm256_add_ps(s0, s1));
         for (float x : lanes) total += x;
     }
     const double dt = now() - t0;
     if (total == 1234.5f) std::puts("");  // keeps the sum alive
-    return static_cast<double>(n_) * sizeof(float) / dt / 1e9;
+    return static_cast<double>(streams) * static_cast<double>(n_) * sizeof(float) / dt / 1e9;
 }
 
-double Probes::triad_gbs() {
+double Probes::write_gbs() {
     const long n = static_cast<long>(n_);
-    float* a = a_;
-    const float* b = b_;
-    const float* c = c_;
-    const __m256 s = _mm256_set1_ps(3.0f);
+    float* dst = dst_;
+    const __m256 v = _mm256_set1_ps(1.0f);
     const double t0 = now();
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i += 8)
-        _mm256_stream_ps(a + i, _mm256_add_ps(_mm256_load_ps(b + i), _mm256_mul_ps(s, _mm256_load_ps(c + i))));
+    for (long i = 0; i < n; i += 16) {
+        _mm256_stream_ps(dst + i, v);
+        _mm256_stream_ps(dst + i + 8, v);
+    }
     _mm_sfence();
-    const double dt = now() - t0;
-    return 3.0 * static_cast<double>(n_) * sizeof(float) / dt / 1e9;
+    return static_cast<double>(n_) * sizeof(float) / (now() - t0) / 1e9;
+}
+
+double Probes::copy_gbs() {
+    const long n = static_cast<long>(n_);
+    float* dst = dst_;
+    const float* src = src_[0];
+    const double t0 = now();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i += 16) {
+        _mm256_stream_ps(dst + i, _mm256_load_ps(src + i));
+        _mm256_stream_ps(dst + i + 8, _mm256_load_ps(src + i + 8));
+    }
+    _mm_sfence();
+    return 2.0 * static_cast<double>(n_) * sizeof(float) / (now() - t0) / 1e9;
+}
+
+double Roofline::limit_seconds(const Traffic& t) const {
+    const double reads = t.read / (read_gbs * 1e9), writes = t.write / (write_gbs * 1e9);
+    const double balanced = 2.0 * std::min(t.read, t.write) / (copy_gbs * 1e9);
+    return std::max({reads, writes, balanced});
+}
+
+const char* Roofline::bound(const Traffic& t) const {
+    const double reads = t.read / read_gbs, writes = t.write / write_gbs;
+    const double balanced = 2.0 * std::min(t.read, t.write) / copy_gbs;
+    if (balanced >= reads && balanced >= writes) return "copy";
+    return reads >= writes ? "read" : "write";
 }
 
 bool selected(const std::string& kernel, const std::string& dtype, const std::string& shape) {
@@ -119,39 +143,44 @@ bool selected(const std::string& kernel, const std::string& dtype, const std::st
 }
 
 Result measure(const std::string& kernel, const std::string& dtype, const std::string& shape, int threads,
-               double bytes, const std::function<void()>& run, const std::string& note) {
+               const Traffic& traffic, const std::function<void()>& run, const std::string& note) {
     Result r;
     r.kernel = kernel;
     r.dtype = dtype;
     r.shape = shape;
     r.threads = threads;
-    r.bytes = bytes;
+    r.traffic = traffic;
     r.note = note;
     omp_set_num_threads(threads);
     run();  // warm-up: page faults, lazy initialisation, dispatch
-    std::vector<double> times, reads, triads, pct_read, pct_triad;
+    std::vector<double> times, reads, writes, copies, pct;
     for (int round = 0; round < g_options.rounds; ++round) {
-        const double read = g_probes->read_gbs();
+        Roofline m;
+        m.read_gbs = g_probes->read_gbs(traffic.read_streams);
+        m.write_gbs = g_probes->write_gbs();
         const double t0 = now();
         run();
         const double dt = now() - t0;
-        const double triad = g_probes->triad_gbs();
-        const double gbs = bytes / dt / 1e9;
+        m.copy_gbs = g_probes->copy_gbs();
         times.push_back(dt);
-        reads.push_back(read);
-        triads.push_back(triad);
-        pct_read.push_back(100.0 * gbs / read);
-        pct_triad.push_back(100.0 * gbs / triad);
+        reads.push_back(m.read_gbs);
+        writes.push_back(m.write_gbs);
+        copies.push_back(m.copy_gbs);
+        pct.push_back(100.0 * m.limit_seconds(traffic) / dt);
     }
     r.seconds = median(times);
-    r.gbs = bytes / r.seconds / 1e9;
-    r.read_gbs = median(reads);
-    r.triad_gbs = median(triads);
-    r.pct_read = median(pct_read);
-    r.pct_triad = median(pct_triad);
-    std::printf("%s,%s,%s,%d,%.0f,%.6f,%.2f,%.2f,%.2f,%.1f,%.1f,%s\n", r.kernel.c_str(), r.dtype.c_str(),
-                r.shape.c_str(), r.threads, r.bytes, r.seconds * 1e3, r.gbs, r.read_gbs, r.triad_gbs, r.pct_read,
-                r.pct_triad, r.note.c_str());
+    r.gbs = traffic.bytes() / r.seconds / 1e9;
+    r.machine.read_gbs = median(reads);
+    r.machine.write_gbs = median(writes);
+    r.machine.copy_gbs = median(copies);
+    r.limit_gbs = traffic.bytes() / r.machine.limit_seconds(traffic) / 1e9;
+    r.pct_of_limit = median(pct);
+    std::string row_note = r.note;
+    if (r.pct_of_limit > 100.0) row_note += std::string(row_note.empty() ? "" : "; ") + "ABOVE ITS LIMIT: the limit is wrong";
+    std::printf("%s,%s,%s,%d,%.0f,%.0f,%d,%.6f,%.2f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s\n", r.kernel.c_str(),
+                r.dtype.c_str(), r.shape.c_str(), r.threads, traffic.read, traffic.write, traffic.read_streams,
+                r.seconds * 1e3, r.gbs, r.machine.read_gbs, r.machine.write_gbs, r.machine.copy_gbs, r.limit_gbs,
+                r.machine.bound(traffic), r.pct_of_limit, row_note.c_str());
     std::fflush(stdout);
     return r;
 }
@@ -214,9 +243,10 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "bitsandbytes CPU library: %s\n",
                  bnb_handle() ? g_options.bnb_library.c_str() : "not found (comparison rows skipped)");
-    Probes probes(g_options.quick ? size_t{16} << 20 : size_t{256} << 20);
+    Probes probes(g_options.quick ? size_t{16} << 20 : size_t{128} << 20);
     g_probes = &probes;
-    std::printf("kernel,dtype,shape,threads,bytes,ms,gbs,read_probe_gbs,triad_probe_gbs,pct_of_read,pct_of_triad,note\n");
+    std::printf("kernel,dtype,shape,threads,read_bytes,write_bytes,read_streams,ms,gbs,read_gbs,write_gbs,copy_gbs,"
+                "limit_gbs,bound,pct_of_limit,note\n");
     for (auto& [name, fn] : suites())
         if (only.empty() || std::find(only.begin(), only.end(), name) != only.end()) fn(probes);
     return 0;

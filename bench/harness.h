@@ -1,6 +1,10 @@
-// harness.h — benchmark harness: each kernel is timed alternately with two memory-bandwidth probes
-// (a read-only sweep and a STREAM triad with non-temporal stores) in the same process, and reported
-// as a ratio to them, because absolute GB/s on a shared VM swing 1.5-2x between runs.
+// harness.h — benchmark harness. Each kernel is timed alternately with a small roofline of the
+// machine measured in the same process (absolute GB/s on a shared VM swing 1.5-2x between runs):
+// read bandwidth with as many concurrent streams as the kernel reads, non-temporal write bandwidth,
+// and copy (one read stream, one non-temporal write stream). A kernel's limit is the time its
+// traffic needs at those rates, the largest of three lower bounds: its reads at the read rate, its
+// writes at the write rate, and the part of it that is balanced (min(reads, writes) each way) at the
+// copy rate. A kernel above 100% of its limit means the limit is wrong; the row says so.
 #pragma once
 
 #include <cstddef>
@@ -10,34 +14,49 @@
 
 namespace kbit_bench {
 
+// The bytes one kernel call must move, and how many arrays it reads at once.
+struct Traffic {
+    double read = 0;
+    double write = 0;
+    int read_streams = 1;
+    double bytes() const { return read + write; }
+};
+
 // Large buffers for the probes (each array well beyond the last-level cache).
 class Probes {
 public:
-    explicit Probes(size_t bytes_per_array = size_t{256} << 20);
+    static constexpr int kMaxStreams = 6;
+    explicit Probes(size_t bytes_per_array = size_t{128} << 20);
     ~Probes();
     Probes(const Probes&) = delete;
     Probes& operator=(const Probes&) = delete;
-    double read_gbs();   // one timed pass reading one array, with the current OpenMP thread count
-    double triad_gbs();  // a = b + s*c with streaming stores: 2 arrays read + 1 written per pass
+    double read_gbs(int streams);  // one pass reading `streams` arrays together (1..kMaxStreams)
+    double write_gbs();            // one pass of non-temporal stores over one array
+    double copy_gbs();             // one array read, another written with non-temporal stores
 
 private:
-    float* a_;
-    float* b_;
-    float* c_;
+    std::vector<float*> src_;
+    float* dst_;
     size_t n_;
+};
+
+// The machine's rates next to one timed call, and the call's limit from them.
+struct Roofline {
+    double read_gbs = 0, write_gbs = 0, copy_gbs = 0;
+    double limit_seconds(const Traffic& t) const;
+    const char* bound(const Traffic& t) const;  // "read", "write" or "copy": the largest bound
 };
 
 struct Result {
     std::string kernel, dtype, shape;
     int threads = 1;
-    double bytes = 0;       // bytes the kernel must move per call (reads + writes)
-    double seconds = 0;     // median time per call
-    double gbs = 0;         // bytes / seconds / 1e9 at the median
-    double read_gbs = 0;    // median read-probe bandwidth over the rounds
-    double triad_gbs = 0;   // median triad-probe bandwidth over the rounds
-    double pct_read = 0;    // median over rounds of kernel / adjacent read probe, in percent
-    double pct_triad = 0;   // likewise against the triad probe
-    std::string note;       // e.g. "bitsandbytes"
+    Traffic traffic;
+    double seconds = 0;      // median time per call
+    double gbs = 0;          // traffic.bytes() / seconds / 1e9 at the median
+    Roofline machine;        // median of each probe over the rounds
+    double limit_gbs = 0;    // traffic.bytes() / limit at the median rates
+    double pct_of_limit = 0; // median over rounds of limit time / call time, in percent
+    std::string note;        // e.g. "bitsandbytes"
 };
 
 struct Options {
@@ -50,10 +69,10 @@ struct Options {
 
 const Options& options();
 
-// Runs `run` (one kernel call moving `bytes` bytes) alternately with the probes for
-// options().rounds rounds at `threads` OpenMP threads, after one warm-up call, and prints a CSV row.
+// Runs `run` (one kernel call moving `traffic`) alternately with the probes for options().rounds
+// rounds at `threads` OpenMP threads, after one warm-up call, and prints a CSV row.
 Result measure(const std::string& kernel, const std::string& dtype, const std::string& shape, int threads,
-               double bytes, const std::function<void()>& run, const std::string& note = "");
+               const Traffic& traffic, const std::function<void()>& run, const std::string& note = "");
 
 // Whether a case named this way passes --filter.
 bool selected(const std::string& kernel, const std::string& dtype, const std::string& shape);
