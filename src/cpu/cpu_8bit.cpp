@@ -101,6 +101,7 @@ void vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float thresh
 // Exact int32 product in bitsandbytes' convention (see igemm_8bit.h).
 void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb, int32_t* C,
                int64_t ldc) {
+    if (igemm_onednn(m, n, k, A, lda, B, ldb, C, ldc)) return;
     if (IgemmFn fn = igemm_s32_kernel()) return fn(m, n, k, A, lda, B, ldb, C, ldc);
     ref::igemm_s32(m, n, k, A, B, C, lda, ldb, ldc);
 }

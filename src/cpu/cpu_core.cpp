@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cpu_isa.h"
+#include "igemm_8bit.h"
 #include "kbit/kbit_core.h"
 #include "kbit_error.h"
 #include "kbit_validate_core.h"
@@ -30,6 +31,7 @@ std::string describe() {
         if (!isa_cap_valid()) s += " not understood, ignored";
     }
     s += "), OpenMP threads: " + std::to_string(omp_get_max_threads());
+    s += std::string(", int8 GEMM: ") + igemm_provider();
     return s;
 }
 
