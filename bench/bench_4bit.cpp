@@ -213,5 +213,5 @@ KBIT_BENCH_SUITE(4bit) {
     else if (h != nullptr)
         std::fprintf(stderr,
                      "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 not measured: it needs its own repacked "
-                     "weight layout (semantics.md 3.5), which this suite does not build\n");
+                     "weight layout, which this suite does not build\n");
 }

@@ -1,5 +1,5 @@
 # kbit_add_backend(<target> NAME <name> INTERFACES <core 4bit 8bit optim8 ...> SOURCES ...)
-# Builds libkbit_<name>.so the way DESIGN.md §2 requires: hidden visibility, the version scripts of
+# Builds libkbit_<name>.so the way abi/ABI.md requires: hidden visibility, the version scripts of
 # the implemented interfaces from abi/, -Bsymbolic (internal calls never leave the object), no
 # undefined symbols, and a ctest that checks the exported symbols against abi/.
 function(kbit_add_backend target)

@@ -1,4 +1,4 @@
-"""Checkpoints in the exact safetensors layout of transformers / bitsandbytes (semantics §2.6).
+"""Checkpoints in the exact safetensors layout of transformers / bitsandbytes (docs/behaviour.md §11).
 
 A 4-bit linear layer with module prefix P ("model.layers.0.mlp.down_proj") is stored as
   P.weight                         uint8 [(n+1)//2, 1]   packed nibbles of the row-major [N, K] weight

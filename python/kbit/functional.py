@@ -186,7 +186,7 @@ def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
 
 def create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
     """bitsandbytes' dynamic 8-bit map: 256 ascending float32 values, evaluated in float32 exactly as
-    torch's CPU linspace does (semantics §2.3). signed=True is the default code of quantize_blockwise
+    torch's CPU linspace does (docs/behaviour.md §1.6). signed=True is the default code of quantize_blockwise
     and of the optimizers' first state; signed=False the second state's."""
     return _dynamic_map_cached(bool(signed), int(max_exponent_bits), int(total_bits)).copy()
 

@@ -1,4 +1,4 @@
-"""torchao's NF4Tensor format (semantics §6) and conversion to and from bitsandbytes' layout, over the
+"""torchao's NF4Tensor format (docs/behaviour.md §5) and conversion to and from bitsandbytes' layout, over the
 kbit_*_nf4_torchao functions. No torch needed: an NF4Tensor is held as its inner arrays.
 
 Conversions reuse the packed nibbles (same index order and packing in both formats) and re-derive the

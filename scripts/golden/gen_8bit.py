@@ -2,7 +2,7 @@
 """Records golden vectors of blockwise 8-bit dequantization from bitsandbytes' CPU library.
 
 bitsandbytes' cdequantize_blockwise_cpu_{fp32,bf16,fp16}(code, A, absmax, out, blocksize, n) computes
-out[i] = RN_T(code[A[i]] * absmax[i / blocksize]) exactly (semantics section 4.2), so its outputs are
+out[i] = RN_T(code[A[i]] * absmax[i / blocksize]) exactly (docs/behaviour.md §6), so its outputs are
 golden vectors for every kbit backend's cdequantize_blockwise_*. Its quantizer is approximate (a
 65536-bin lookup table) and is not recorded here; quantizers are compared with kbit's reference.
 
@@ -12,8 +12,8 @@ Writes tests/golden/8bit_dequant.bin (little-endian arrays, concatenated) and te
     .venv/bin/python scripts/golden/gen_8bit.py [--lib path/to/libbitsandbytes_cpu.so]
 
 fp16 rounding: the 0.50.2 x86-64 wheel converts with vcvtps2ph (round to nearest even) in
-dequantizeBlockwise8bitCpu<fp16_t>, not with the portable ties-away-from-zero fallback of
-semantics section 7.1. The "fp16-ties" case puts many products exactly halfway between two fp16 values
+dequantizeBlockwise8bitCpu<fp16_t>, not with the portable ties-away-from-zero fallback that
+bitsandbytes' source also has. The "fp16-ties" case puts many products exactly halfway between two fp16 values
 (normal and subnormal) and the script checks them against round-to-nearest-even, so a library that
 rounded ties away from zero would be reported here instead of being recorded.
 """

@@ -1,6 +1,6 @@
 // kbit_formats.h — every 4-bit format constant and decision rule, shared by all backends.
 // Compiles as C++17 and as CUDA; KBIT_HD marks functions usable on host and device.
-// The literals are hex floats of the exact fp32 bits bitsandbytes' kernels use (DESIGN: bit-exact).
+// The literals are hex floats of the exact fp32 bits bitsandbytes' kernels use (so that outputs are bit-exact; docs/behaviour.md §1).
 #pragma once
 
 #include <math.h>

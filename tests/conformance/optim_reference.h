@@ -1,5 +1,5 @@
 // optim_reference.h — an independent fp64 model of bitsandbytes' optimizers, written from the
-// formulas of the behavioural specification (semantics.md §5.2/§5.3), not from the backend's code;
+// formulas of the behavioural specification (docs/behaviour.md §8.3/§8.4), not from the backend's code;
 // and the realistic problem the optimizer tests train: a least-squares regression.
 #pragma once
 
@@ -110,7 +110,7 @@ public:
     std::vector<double> p, s1, s2, s3;  // s2: v / nu; s3: AdEMAMix m2
 };
 
-// One element of an 8-bit blockwise step on dequantized states, in double (semantics.md §5.4): the
+// One element of an 8-bit blockwise step on dequantized states, in double (docs/behaviour.md §8.5, §8.6): the
 // same formulas as the 32-bit step except that the gradient is not rounded to the parameter type,
 // a non-finite gradient zeroes Adam's / AdEMAMix's states and skips p, RMSprop and Adagrad step p
 // with the stored gradient, and Lion's step is lr * sgn rounded to the parameter type. Returns whether

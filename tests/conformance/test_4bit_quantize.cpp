@@ -7,7 +7,7 @@ using namespace kbit_test;
 
 namespace {
 
-// Independent statement of the expected outputs of one block (semantics.md §3.1).
+// Independent statement of the expected outputs of one block (docs/behaviour.md §2.2).
 template <class T>
 void check_block_rules(QuantType q, const std::vector<T>& x, int64_t blocksize, const std::vector<uint8_t>& packed,
                        const std::vector<float>& absmax) {
@@ -139,7 +139,7 @@ TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][q
                 std::vector<float> absmax;
                 backend_quantize(q, x, bs, &packed, &absmax);
                 check_block_rules(q, x, bs, packed, absmax);
-                // Spelled out (semantics.md §3.1): zero block -> absmax 0, every nibble 0.
+                // Spelled out (docs/behaviour.md §2.2): zero block -> absmax 0, every nibble 0.
                 CHECK(bits_of(absmax[0]) == 0u);
                 for (int64_t i = 0; i < bs / 2; ++i) CHECK(packed[i] == 0);
                 // All-NaN full block: absmax -FLT_MAX (the reduction's start), every nibble 0.

@@ -1,4 +1,4 @@
-"""Independent numpy references written from shared/reference/semantics.md (fp32 bit patterns of the
+"""Independent numpy references written from docs/behaviour.md (fp32 bit patterns of the
 tables and thresholds as the spec lists them), used to check the package and the raw C calls."""
 import ml_dtypes
 import numpy as np

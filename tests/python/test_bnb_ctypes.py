@@ -1,5 +1,5 @@
 """Unchanged bitsandbytes callers: libkbit.so opened with ctypes.CDLL and NO argtypes, called with
-exactly the conventions of bitsandbytes' Python backends (semantics §1.4): c_void_p pointers from
+exactly the conventions of bitsandbytes' Python backends (ctypes, as its Python code calls its library): c_void_p pointers from
 .ctypes.data, c_int32 sizes, c_float, c_bool, a NULL stream. Results are checked against independent
 numpy references (reference.py) and against the functional API."""
 import ctypes as ct

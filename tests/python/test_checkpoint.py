@@ -1,4 +1,4 @@
-"""Checkpoints in transformers' / bitsandbytes' safetensors layout (semantics §2.6), read back by an
+"""Checkpoints in transformers' / bitsandbytes' safetensors layout (docs/behaviour.md §11), read back by an
 independent reader written here from the spec's rules (not the package's loader)."""
 import json
 import re

@@ -1,4 +1,4 @@
-"""create_dynamic_map: bitsandbytes' map in float32 arithmetic (semantics §2.3), bit for bit equal to
+"""create_dynamic_map: bitsandbytes' map in float32 arithmetic (docs/behaviour.md §1.6), bit for bit equal to
 the conformance suite's dynamic_map() (tests/conformance/testutil.h) and to the values the spec lists."""
 import os
 import subprocess

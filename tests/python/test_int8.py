@@ -1,5 +1,5 @@
 """LLM.int8 on numpy: int8_vectorwise_quant (outliers), int8_linear_matmul, int8_mm_dequant and the
-whole layer (semantics §4.3-4.6)."""
+whole layer (docs/behaviour.md §7)."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
 """kbit.optim: bitsandbytes' optimizer classes on numpy parameters, 32-bit state against a float64
-reference of the update rules (semantics §5.2), 8-bit blockwise state against the 32-bit results and
+reference of the update rules (docs/behaviour.md §8.3), 8-bit blockwise state against the 32-bit results and
 the quantization bounds (§5.4), bitsandbytes' defaults, state layout, schedules and step counting."""
 import math
 import re
@@ -136,7 +136,7 @@ def test_8bit_training_tracks_32bit(rng, cls, name, kwargs, hyper):
     p0, p32 = p8.copy(), p8.copy()
     if name in ("rmsprop", "adagrad"):
         # bitsandbytes' 8-bit RMSprop/Adagrad step with the raw gradient (no weight-decay term in the
-        # numerator, semantics §7.5 item 3): compare without decay.
+        # numerator, docs/behaviour.md §8.8): compare without decay.
         kwargs = dict(kwargs, weight_decay=0.0)
     o8, o32 = cls([p8], optim_bits=8, **kwargs), cls([p32], **kwargs)
     for g in grads(rng, n, steps):
@@ -293,7 +293,7 @@ def test_optimizer_errors(rng):
 
 
 def clipped_reference(name, p, grads, lr, betas, eps, wd, max_unorm):
-    """float64 reference of the 32-bit update with update-norm clipping (semantics §5.3): LAMB is
+    """float64 reference of the 32-bit update with update-norm clipping (docs/behaviour.md §8.4): LAMB is
     Adam, LARS is Momentum; the norm leaves weight decay out and is compared with max_unorm * ||p||
     of the parameter before the step."""
     p = p.astype(np.float64)

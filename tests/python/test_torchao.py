@@ -1,4 +1,4 @@
-"""torchao NF4Tensor through the package, and conversion to and from bitsandbytes' layout (semantics §6),
+"""torchao NF4Tensor through the package, and conversion to and from bitsandbytes' layout (docs/behaviour.md §5),
 checked against torchao's own outputs recorded in tests/golden/torchao_nf4.* (no torch needed)."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-// ref_4bit.h — scalar reference of every 4-bit kernel (semantics.md §2.1-§2.5, §3, §6). It is the
+// ref_4bit.h — scalar reference of every 4-bit kernel (docs/behaviour.md §1-§5). It is the
 // CPU backend's `ref` ISA path and the oracle of the conformance suite, so it favours plain loops
 // over speed. Element types: float, kbit_half, kbit_bf16 (explicitly instantiated in ref_4bit.cpp).
 #pragma once
