@@ -120,6 +120,11 @@ bool check_versions(kbit_backend& b, const OwnSymbols& own) {
 }  // namespace
 
 std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source) {
+    // Vendor code runs below (constructors, version functions, probe, destructors on rejection).
+    struct InVendorCode {
+        InVendorCode() { ++thread_state().vendor_depth; }
+        ~InVendorCode() { --thread_state().vendor_depth; }
+    } vendor_guard;
     auto b = std::make_unique<kbit_backend>(name, path, source);
     Candidate& c = b->record;
     if (std::string why = check_elf(path); !why.empty()) {
@@ -170,10 +175,13 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
 
 bool finalize(kbit_backend& backend, std::string* error) { return install_stubs(backend, error); }
 
-std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
-    auto b = std::make_unique<kbit_backend>("none", "", KBIT_SOURCE_LOADER_DIRECTORY);
+namespace {
+
+// A backend without a file: every function is a stub of `slot`.
+std::unique_ptr<kbit_backend> make_stand_in(const std::string& name, const std::string& reason, int slot) {
+    auto b = std::make_unique<kbit_backend>(name, "", KBIT_SOURCE_LOADER_DIRECTORY);
     b->record.reject(KBIT_VERDICT_REJECTED, reason);
-    b->slot = null_slot(reason);
+    b->slot = slot;
     for_each_interface([&](auto traits) {
         auto& table = table_of<decltype(traits)::id>(b->tables);
         table.size = sizeof table;
@@ -181,7 +189,18 @@ std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
     });
     std::string unused;
     install_stubs(*b, &unused);
+    b->loader_owned = true;
     return b;
+}
+
+}  // namespace
+
+std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
+    return make_stand_in("none", reason, null_slot(reason));
+}
+
+std::unique_ptr<kbit_backend> make_reentry_backend() {
+    return make_stand_in("(choosing)", "libkbit.so has not chosen its default backend yet", reentry_slot());
 }
 
 }  // namespace kbit::loader

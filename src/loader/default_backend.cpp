@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "discovery.h"
+#include "loader_state.h"
 
 namespace kbit::loader {
 
@@ -40,9 +41,21 @@ const DefaultChoice& choice() {
     return *c;
 }
 
+// A backend's probe or constructor that calls a trampoline while the loader validates it (in this
+// thread) must not start the choice, or re-enter it: C++ would throw recursive_init_error from the
+// static above and terminate. It gets this stand-in, whose stubs say why.
+const kbit_backend& reentry_backend() {
+    static const kbit_backend* const b = make_reentry_backend().release();
+    return *b;
+}
+
 }  // namespace
 
-const kbit_backend& default_backend() { return *choice().backend; }
+const kbit_backend& default_backend() {
+    if (const kbit_backend* b = default_backend_if_chosen()) return *b;
+    if (in_vendor_code()) return reentry_backend();
+    return *choice().backend;
+}
 
 const std::string& default_backend_problem() { return choice().problem; }
 

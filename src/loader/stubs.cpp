@@ -12,6 +12,7 @@ namespace kbit::loader {
 namespace {
 
 constexpr int kNullSlot = kSlots;
+constexpr int kReentrySlot = kSlots + 1;
 
 struct Slot {
     bool used = false;
@@ -25,7 +26,7 @@ struct Slot {
     const char* (*vendor_last_error)() = nullptr;
 };
 
-Slot g_slots[kSlots + 1];
+Slot g_slots[kSlots + 2];
 std::mutex g_mutex;
 
 int acquire_slot(const kbit_backend& b) {
@@ -66,8 +67,8 @@ void stub_failed(int slot, int iface, const char* fn, uint32_t since) noexcept {
     t.vendor_snapshot[sizeof t.vendor_snapshot - 1] = '\0';
     t.stub_slot = slot;
     t.stub_generation = s.generation;
-    if (slot == kNullSlot) {
-        fail(KBIT_STATUS_NOT_IMPLEMENTED, fn, "%s", s.info.c_str());
+    if (slot == kNullSlot || slot == kReentrySlot) {
+        fail(slot == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED, fn, "%s", s.info.c_str());
         return;
     }
     const InterfaceInfo& info = interface_info(iface);
@@ -102,7 +103,7 @@ const char* merged_last_error(int slot) noexcept {
     const ThreadState& t = thread_state();
     const char* vendor = s.vendor_last_error != nullptr ? s.vendor_last_error() : nullptr;
     if (vendor == nullptr) vendor = "";
-    if (slot == kNullSlot) return kbit::last_error_message();
+    if (slot == kNullSlot || slot == kReentrySlot) return kbit::last_error_message();
     if (t.stub_slot == slot && t.stub_generation == s.generation &&
         std::strncmp(vendor, t.vendor_snapshot, sizeof t.vendor_snapshot - 1) == 0)
         return kbit::last_error_message();
@@ -128,7 +129,7 @@ struct Stub<D, S, R (*)(A...)> {
         } else {
             ((void)args, ...);
             stub_failed(S, D::iface, D::id, D::since);
-            if constexpr (D::kind == Result::Status) return KBIT_STATUS_NOT_IMPLEMENTED;
+            if constexpr (D::kind == Result::Status) return S == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED;
             else if constexpr (D::kind == Result::Pointer || D::kind == Result::String) return nullptr;
             else return R{};
         }
@@ -143,7 +144,7 @@ typename D::Ptr stub_at(int slot, std::index_sequence<S...>) {
 
 template <class D>
 typename D::Ptr stub_for(int slot) {
-    return stub_at<D>(slot, std::make_index_sequence<kSlots + 1>{});
+    return stub_at<D>(slot, std::make_index_sequence<kSlots + 2>{});
 }
 
 bool needs_stubs(const kbit_backend& b) {
@@ -203,6 +204,18 @@ int null_slot(const std::string& reason) {
     s.name = "none";
     s.info = "no kbit backend is available: " + reason;
     return kNullSlot;
+}
+
+int reentry_slot() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Slot& s = g_slots[kReentrySlot];
+    if (!s.used) {
+        s.used = true;
+        ++s.generation;
+        s.name = "(choosing)";
+        s.info = "called from a backend's probe or constructor before libkbit.so has chosen its default backend";
+    }
+    return kReentrySlot;
 }
 
 }  // namespace kbit::loader

@@ -4,7 +4,8 @@
 // backend cpu (/usr/lib/libkbit_cpu.so)"), but a C function pointer carries no data. So each stub is
 // a template instance per (function, slot): a slot is the identity of one loaded backend file (name,
 // path, interface versions), held while any handle of that file is open. There are kSlots slots for
-// backends plus one for the trampolines' "no backend" stand-in. This registry, guarded by a mutex, is
+// backends plus two for the trampolines' stand-ins: "no backend", and "not chosen yet" (a backend's
+// probe or constructor calling back into libkbit.so while the loader validates it). This registry, guarded by a mutex, is
 // the only loader state besides the default backend; it never changes what any call does.
 #pragma once
 
@@ -26,5 +27,8 @@ void release_slot(int slot);
 
 // The slot of the "no backend" stand-in, with the reason its stubs report.
 int null_slot(const std::string& reason);
+
+// The slot of the re-entry stand-in: its stubs return KBIT_STATUS_NOT_SUPPORTED and say why.
+int reentry_slot();
 
 }  // namespace kbit::loader

@@ -11,6 +11,8 @@
  *   FAKE_NEXT_MINOR_FN    also define kbit_next_minor_test_fn, the 4-bit 1.1 function of the test
  *                         loader kbit_next (tests/loader/CMakeLists.txt)
  *   FAKE_MINIMAL          only the core version symbol, no C library (for builds of other architectures)
+ *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
+ *                         its return address) and records the answers (kbit_fake_reentry())
  *
  * A function is left out by renaming it on the command line (-D<function>=fake_omitted_<function>),
  * which keeps the X-macro generation below untouched.
@@ -20,6 +22,7 @@
  * the status is not 0), setting the fake's thread-local error message on failure, so tests can tell
  * which backend answered a call and whose message kbit_last_error_message() reports.
  */
+#define _GNU_SOURCE /* dladdr (FAKE_PROBE_REENTER) */
 #include "kbit/kbit.h"
 
 #ifndef FAKE_NAME
@@ -63,8 +66,50 @@ KBIT_API const char* kbit_fake_last_call(void) { return atomic_load(&g_last_call
 extern int fake_symbol_nobody_defines;
 #endif
 
+#ifdef FAKE_PROBE_REENTER
+#include <dlfcn.h>
+
+static char g_reentry[2048];
+
+/** What the probe's calls into libkbit.so returned (FAKE_PROBE_REENTER), one "call: result" a line. */
+KBIT_API const char* kbit_fake_reentry(void) { return g_reentry; }
+
+/* Calls the trampolines and the loader API of the libkbit.so whose code is at `caller`. */
+static void fake_reenter(void* caller) {
+    Dl_info info;
+    void* h = dladdr(caller, &info) != 0 && info.dli_fname != NULL
+                  ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (h == NULL) {
+        snprintf(g_reentry, sizeof g_reentry, "the probe's caller is not a loaded library");
+        return;
+    }
+    const char* (*name)(void) = (const char* (*)(void))dlsym(h, "kbit_backend_name");
+    const char* (*binfo)(void) = (const char* (*)(void))dlsym(h, "kbit_backend_info");
+    const char* (*message)(void) = (const char* (*)(void))dlsym(h, "kbit_last_error_message");
+    const char* (*status_string)(kbit_status) = (const char* (*)(kbit_status))dlsym(h, "kbit_status_string");
+    kbit_status (*dmalloc)(void**, size_t) = (kbit_status (*)(void**, size_t))dlsym(h, "kbit_device_malloc");
+    kbit_status (*deflt)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_default");
+    kbit_status (*open)(const char*, void**) = (kbit_status (*)(const char*, void**))dlsym(h, "kbit_loader_open");
+    kbit_status (*discover)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_discover");
+    void* p = NULL;
+    int n = snprintf(g_reentry, sizeof g_reentry, "kbit_backend_name: %s\nkbit_backend_info: %s\n", name(), binfo());
+    const kbit_status s = dmalloc(&p, 16);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_device_malloc: %s: %s\n", status_string(s), message());
+    const kbit_status d = deflt(&p);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_default: %d: %s\n", (int)d, message());
+    const kbit_status o = open(NULL, &p);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_open: %d: %s\n", (int)o, message());
+    const kbit_status r = discover(&p);
+    snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_discover: %d: %s\n", (int)r, message());
+    dlclose(h);
+}
+#endif
+
 KBIT_API int32_t kbit_backend_probe(void) {
     atomic_fetch_add(&g_probe_calls, 1);
+#ifdef FAKE_PROBE_REENTER
+    fake_reenter(__builtin_return_address(0));
+#endif
 #ifdef FAKE_UNDEFINED_REFERENCE
     return fake_symbol_nobody_defines;
 #else
