@@ -43,12 +43,14 @@ struct InfoView {
     int chosen = -1;
 };
 
+// A string from the library; NULL (never from this libkbit.so, maybe from an older one) as text.
+std::string text(const char* s) { return s != nullptr ? s : "(NULL)"; }
+
 // kbit_backend_info() of a usable candidate, read through an explicit handle.
 std::string backend_info(const char* path) {
     kbit_backend* b = nullptr;
-    if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS)
-        return std::string("(cannot open: ") + kbit_last_error_message() + ")";
-    std::string info = kbit_loader_core_table(b)->kbit_backend_info();
+    if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS) return "(cannot open: " + text(kbit_last_error_message()) + ")";
+    std::string info = text(kbit_loader_core_table(b)->kbit_backend_info());
     kbit_loader_close(b);
     return info;
 }
@@ -179,7 +181,7 @@ int run_info(int argc, char** argv) {
     }
     kbit_loader_report* report = nullptr;
     if (kbit_loader_discover(&report) != KBIT_STATUS_SUCCESS) {
-        std::fprintf(stderr, "kbit info: %s\n", kbit_last_error_message());
+        std::fprintf(stderr, "kbit info: %s\n", text(kbit_last_error_message()).c_str());
         return 1;
     }
     const InfoView view = collect(report);

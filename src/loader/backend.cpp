@@ -9,6 +9,7 @@
 
 kbit_backend::~kbit_backend() {
     kbit::loader::release_slot(slot);
+    kbit::loader::release_guard(guard);
     close_handle();
 }
 
@@ -173,7 +174,9 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
     return b;
 }
 
-bool finalize(kbit_backend& backend, std::string* error) { return install_stubs(backend, error); }
+bool finalize(kbit_backend& backend, std::string* error) {
+    return install_stubs(backend, error) && install_guards(backend, error);
+}
 
 namespace {
 

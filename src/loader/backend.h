@@ -11,6 +11,7 @@ struct kbit_backend {
     kbit::loader::Candidate record;
     void* handle = nullptr;  // dlopen handle; NULL once rejected (and for the "no backend" default)
     int slot = -1;           // stub identity slot (stubs.h), -1 when the backend needs no stub
+    int guard = -1;          // string guard identity (stubs.h), -1 before finalize()
     bool loader_owned = false;  // the trampolines' default: kbit_loader_close() refuses it
     kbit::loader::Tables tables{};
     const char* (*vendor_last_error)() = nullptr;  // the backend's own kbit_last_error_message
@@ -34,7 +35,8 @@ namespace kbit::loader {
 std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source);
 
 // Makes a usable backend ready for callers: every NULL table member becomes a stub naming this
-// backend. False (with *error) when no stub identity slot is free.
+// backend, and its string functions never return NULL. False (with *error) when no stub slot or
+// guard identity is free.
 bool finalize(kbit_backend& backend, std::string* error);
 
 // The trampolines' stand-in when no backend can be used: every function is a stub that reports

@@ -31,4 +31,16 @@ int null_slot(const std::string& reason);
 // The slot of the re-entry stand-in: its stubs return KBIT_STATUS_NOT_SUPPORTED and say why.
 int reentry_slot();
 
+// kbit_backend_name, _info, _status_string and kbit_last_error_message must never return NULL,
+// whatever the vendor does, so every usable backend's table holds guards for them: instances per
+// guard identity (like the slots, shared by the handles of one file) that substitute a fixed string.
+constexpr int kGuards = 64;
+
+// Wraps the four string functions of the backend's (finalized) core table. False (with *error) when
+// kGuards other backend files are open.
+bool install_guards(kbit_backend& backend, std::string* error);
+
+// Gives a backend's guard identity back (no-op for -1).
+void release_guard(int guard);
+
 }  // namespace kbit::loader

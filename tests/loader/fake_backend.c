@@ -11,6 +11,8 @@
  *   FAKE_NEXT_MINOR_FN    also define kbit_next_minor_test_fn, the 4-bit 1.1 function of the test
  *                         loader kbit_next (tests/loader/CMakeLists.txt)
  *   FAKE_MINIMAL          only the core version symbol, no C library (for builds of other architectures)
+ *   FAKE_NULL_STRINGS     kbit_backend_name, _info, kbit_status_string and kbit_last_error_message
+ *                         return NULL (which the contract forbids)
  *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
  *                         its return address) and records the answers (kbit_fake_reentry())
  *
@@ -117,6 +119,12 @@ KBIT_API int32_t kbit_backend_probe(void) {
 #endif
 }
 
+#ifdef FAKE_NULL_STRINGS
+KBIT_API const char* kbit_backend_name(void) { return NULL; }
+KBIT_API const char* kbit_backend_info(void) { return NULL; }
+KBIT_API const char* kbit_status_string(kbit_status status) { return NULL; }
+KBIT_API const char* kbit_last_error_message(void) { return NULL; }
+#else
 KBIT_API const char* kbit_backend_name(void) { return FAKE_NAME; }
 
 KBIT_API const char* kbit_backend_info(void) { return "fake backend " FAKE_NAME " for the loader tests"; }
@@ -126,6 +134,7 @@ KBIT_API const char* kbit_status_string(kbit_status status) {
 }
 
 KBIT_API const char* kbit_last_error_message(void) { return t_message; }
+#endif
 
 KBIT_API kbit_status kbit_device_malloc(void** ptr, size_t bytes) {
     if (ptr == NULL) {

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -96,6 +97,20 @@ Opened open_backend(const Loader& loader, const char* spec) {
     kbit_backend* b = nullptr;
     const kbit_status status = loader.api.kbit_loader_open(spec, &b);
     return {status, b, status == KBIT_STATUS_SUCCESS ? std::string() : loader.last_error()};
+}
+
+CommandResult run_kbit(const std::string& dir, const std::string& args) {
+    const std::string loader = dir + "/libkbit.so";
+    if (!fs::exists(loader)) fs::copy_file(KBIT_TEST_LOADER, loader);
+    const std::string command = "LD_LIBRARY_PATH='" + dir + "' '" KBIT_TEST_CLI "' " + args + " 2>&1";
+    std::fflush(nullptr);
+    FILE* p = popen(command.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
 std::string fake(const std::string& variant) { return std::string(KBIT_TEST_FAKE_DIR) + "/libkbit_" + variant + ".so"; }

@@ -88,6 +88,14 @@ R call_with_zeros(R (*fn)(A...)) {
     return fn(A{}...);
 }
 
+// The `kbit` command run with the loader copy in `dir` (copied there if absent; LD_LIBRARY_PATH), so
+// that it sees the scenario's backends only. `args` is shell text.
+struct CommandResult {
+    int status;  // exit status, or 128 + the signal that killed it
+    std::string output;  // stdout and stderr
+};
+CommandResult run_kbit(const std::string& dir, const std::string& args);
+
 // Path of a fake variant: <build>/tests/loader/fakes/libkbit_<variant>.so.
 std::string fake(const std::string& variant);
 
