@@ -22,6 +22,10 @@ bool same_file(const std::string& a, const std::string& b) {
 // The file KBIT_BACKEND names, or "" with *error.
 bool forced_candidate(const SearchPlan& plan, Pending* out, std::string* error) {
     const std::string& v = plan.backend;
+    if (is_relative_path(v)) {
+        *error = "KBIT_BACKEND=" + relative_path_problem(v);
+        return false;
+    }
     if (is_path(v)) {
         *out = {v, backend_name_of(v), KBIT_SOURCE_KBIT_BACKEND};
         return true;
@@ -133,7 +137,11 @@ std::unique_ptr<kbit_backend> choose_default(std::string* why) {
 
 std::unique_ptr<kbit_backend> open_named(const std::string& spec, kbit_status* status, std::string* why) {
     std::unique_ptr<kbit_backend> b;
-    if (is_path(spec)) {
+    if (is_relative_path(spec)) {
+        *status = KBIT_STATUS_INVALID_ARGUMENT;
+        *why = relative_path_problem(spec);
+        return nullptr;
+    } else if (is_path(spec)) {
         b = validate(spec, backend_name_of(spec), KBIT_SOURCE_EXPLICIT);
     } else if (!valid_backend_name(spec)) {
         *status = KBIT_STATUS_INVALID_ARGUMENT;

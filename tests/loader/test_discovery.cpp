@@ -246,6 +246,43 @@ TEST_CASE("discovery: never the current directory", "[discovery]") {
     REQUIRE(chdir(saved) == 0);
 }
 
+TEST_CASE("discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is refused", "[discovery]") {
+    // Before: it was opened from the current directory.
+    TempDir dir;
+    Env env;
+    const std::string cwd = dir.subdir("cwd");
+    dir.add(fake("best"), "cwd/libkbit_best.so");
+    dir.subdir("cwd/rel");
+    dir.add(fake("best"), "cwd/rel/libkbit_best.so");
+    dir.add(fake("good"));
+    char saved[4096];
+    REQUIRE(getcwd(saved, sizeof saved) != nullptr);
+    REQUIRE(chdir(cwd.c_str()) == 0);
+    Loader l(dir.path());
+    for (const std::string rel : {"./libkbit_best.so", "rel/libkbit_best.so"}) {
+        INFO(rel);
+        const std::string why = "'" + rel + "' is a relative path: an absolute path is needed (the current "
+                                "directory is never searched)";
+        Opened o = open_backend(l, rel.c_str());
+        CHECK(o.status == KBIT_STATUS_INVALID_ARGUMENT);
+        CHECK(o.backend == nullptr);
+        CHECK(o.message == "kbit_loader_open: " + why);
+        env.set("KBIT_BACKEND", rel);
+        Report rep(l);
+        CHECK(rep.chosen() == nullptr);
+        CHECK(rep.summary() == "no default backend: KBIT_BACKEND=" + why);
+        o = open_backend(l, nullptr);
+        CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
+        CHECK(o.message == "kbit_loader_open: no default backend: KBIT_BACKEND=" + why);
+    }
+    // The trampolines report it too (the choice is made once: with the last value).
+    CHECK(std::string(l.sym<const char* (*)(void)>("kbit_backend_name")()) == "none");
+    CHECK(l.sym<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND='rel/libkbit_best.so' "
+                            "is a relative path: an absolute path is needed (the current directory is never searched)");
+    REQUIRE(chdir(saved) == 0);
+}
+
 TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason", "[discovery]") {
     TempDir dir;
     Env env;
