@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace loader_test {
 namespace {
 
-const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG"};
+const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG", "KBIT_LOG"};
 
 std::string canonical(const std::string& p) { return fs::canonical(p).string(); }
 
@@ -102,9 +102,12 @@ Opened open_backend(const Loader& loader, const char* spec) {
 CommandResult run_kbit(const std::string& dir, const std::string& args) {
     const std::string loader = dir + "/libkbit.so";
     if (!fs::exists(loader)) fs::copy_file(KBIT_TEST_LOADER, loader);
-    const std::string command = "LD_LIBRARY_PATH='" + dir + "' '" KBIT_TEST_CLI "' " + args + " 2>&1";
+    return run_command("LD_LIBRARY_PATH='" + dir + "' '" KBIT_TEST_CLI "' " + args);
+}
+
+CommandResult run_command(const std::string& command) {
     std::fflush(nullptr);
-    FILE* p = popen(command.c_str(), "r");
+    FILE* p = popen((command + " 2>&1").c_str(), "r");
     REQUIRE(p != nullptr);
     std::string out;
     char buf[4096];

@@ -36,7 +36,8 @@ private:
     std::string path_;
 };
 
-// Clears KBIT_BACKEND, KBIT_BACKEND_PATH and KBIT_LOADER_DEBUG for a scenario and restores them after.
+// Clears KBIT_BACKEND, KBIT_BACKEND_PATH, KBIT_LOADER_DEBUG and KBIT_LOG for a scenario and restores
+// them after.
 class Env {
 public:
     Env();
@@ -95,6 +96,9 @@ struct CommandResult {
     std::string output;  // stdout and stderr
 };
 CommandResult run_kbit(const std::string& dir, const std::string& args);
+
+// A shell command, with stderr into the output.
+CommandResult run_command(const std::string& command);
 
 // Path of a fake variant: <build>/tests/loader/fakes/libkbit_<variant>.so.
 std::string fake(const std::string& variant);

@@ -1,5 +1,6 @@
 // Discovery: the search order (KBIT_BACKEND > KBIT_BACKEND_PATH > the loader's directory, never the
 // current directory), shadowing, the default choice, the report API and KBIT_LOADER_DEBUG output.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -281,6 +282,37 @@ TEST_CASE("discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is r
     CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND='rel/libkbit_best.so' "
                             "is a relative path: an absolute path is needed (the current directory is never searched)");
     REQUIRE(chdir(saved) == 0);
+}
+
+TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID programs", "[discovery]") {
+    // Before: both were read with getenv, so a set-user-ID program printed the loader's diagnostics
+    // for whoever ran it. libkbit.so reads no variable with getenv any more...
+    const CommandResult nm = run_command("nm -D --undefined-only '" KBIT_TEST_LOADER "'");
+    REQUIRE(nm.status == 0);
+    CHECK_THAT(nm.output, Catch::Contains(" secure_getenv"));
+    CHECK_THAT(nm.output, !Catch::Contains(" getenv"));
+    // ...and a set-user-ID copy of a program that uses it prints nothing (as root: owned by nobody).
+    Env env;
+    env.set("KBIT_LOADER_DEBUG", "1");
+    env.set("KBIT_LOG", "1");
+    const CommandResult plain = run_command("'" KBIT_TEST_SECURE_ENV "'");
+    CHECK_THAT(plain.output, Catch::StartsWith("secure 0\n"));
+    CHECK_THAT(plain.output, Catch::Contains("kbit: kbit_loader_open: 'no such backend!' is neither"));
+    CHECK_THAT(plain.output, Catch::Contains("kbit loader: default: "));
+    if (geteuid() != 0) {
+        WARN("not root: the set-user-ID run is skipped");
+        return;
+    }
+    TempDir dir;
+    const std::string copy = dir.add(KBIT_TEST_SECURE_ENV);
+    REQUIRE(chown(copy.c_str(), 65534, 65534) == 0);
+    REQUIRE(chmod(copy.c_str(), 04755) == 0);
+    const CommandResult setuid = run_command("'" + copy + "'");
+    if (setuid.output.rfind("secure 1\n", 0) != 0) {
+        WARN("the set-user-ID copy did not run with AT_SECURE (nosuid?): " << setuid.output);
+        return;
+    }
+    CHECK_THAT(setuid.output, !Catch::Contains("kbit: ") && !Catch::Contains("kbit loader: "));
 }
 
 TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason", "[discovery]") {
