@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "file_trust.h"
 #include "kbit/kbit_loader.h"
 
 namespace kbit::cli {
@@ -24,6 +25,8 @@ struct InterfaceView {
 
 struct CandidateView {
     std::string name, path, source, stage, verdict, reason, info;
+    std::string target;                 // a symlink's realpath
+    std::vector<std::string> warnings;  // who else may change the file (file_trust.h)
     int32_t score = -1;
     bool usable = false, chosen = false;
     std::vector<InterfaceView> interfaces;
@@ -87,6 +90,11 @@ InfoView collect(const kbit_loader_report* r) {
             cv.interfaces.push_back({kbit_loader_interface_name(k), kbit_loader_interface_state_name(rec->state),
                                      rec->message, rec->version, rec->missing_count, rec->newer_count});
         }
+        if (c->verdict != KBIT_VERDICT_SHADOWED) {
+            kbit::loader::FileTrust trust = kbit::loader::check_file_trust(c->path);
+            cv.target = trust.target;
+            cv.warnings = std::move(trust.warnings);
+        }
         if (cv.usable) cv.info = backend_info(c->path);
         v.candidates.push_back(std::move(cv));
     }
@@ -127,12 +135,14 @@ void print_text(const InfoView& v) {
     for (const CandidateView& c : v.candidates) {
         std::printf("  %s%s\n", c.name.c_str(), c.chosen ? "  [default]" : "");
         std::printf("    file:        %s\n", c.path.c_str());
+        if (!c.target.empty()) std::printf("    target:      %s\n", c.target.c_str());
         std::printf("    found in:    %s\n", c.source.c_str());
         if (c.usable)
             std::printf("    status:      usable, probe score %d\n", c.score);
         else
             std::printf("    status:      %s after stage '%s'\n", c.verdict.c_str(), c.stage.c_str());
         if (!c.reason.empty()) std::printf("    reason:      %s\n", c.reason.c_str());
+        for (const std::string& w : c.warnings) std::printf("    warning:     %s\n", w.c_str());
         if (c.stage == "versions checked" || c.stage == "resolved" || c.stage == "probed")
             std::printf("    interfaces:  %s\n", interfaces_line(c).c_str());
         for (const InterfaceView& i : c.interfaces)
@@ -155,7 +165,7 @@ void print_json(const InfoView& v) {
     for (const CandidateView& c : v.candidates) {
         json jc = {{"name", c.name},     {"path", c.path},   {"source", c.source}, {"verdict", c.verdict},
                    {"stage", c.stage},   {"score", c.score}, {"reason", c.reason}, {"default", c.chosen},
-                   {"interfaces", json::object()}};
+                   {"target", c.target}, {"warnings", c.warnings}, {"interfaces", json::object()}};
         for (const InterfaceView& i : c.interfaces)
             jc["interfaces"][i.name] = {{"state", i.state},   {"version", i.state == "absent" ? "" : version_text(i.version)},
                                         {"missing", i.missing}, {"newer", i.newer}, {"message", i.message}};

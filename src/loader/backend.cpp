@@ -128,6 +128,7 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
     } vendor_guard;
     auto b = std::make_unique<kbit_backend>(name, path, source);
     Candidate& c = b->record;
+    c.set_trust(check_file_trust(path));
     if (std::string why = check_elf(path); !why.empty()) {
         c.reject(KBIT_VERDICT_REJECTED, why);
         return b;

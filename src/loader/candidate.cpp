@@ -3,7 +3,7 @@
 namespace kbit::loader {
 
 Candidate::Candidate(const std::string& name, const std::string& path, int32_t source)
-    : pub{}, ifaces{}, strings(new CandidateStrings{name, path, "", {}}) {
+    : pub{}, ifaces{}, strings(new CandidateStrings{name, path, "", {}, {}}) {
     pub.size = sizeof pub;
     pub.source = source;
     pub.stage = KBIT_STAGE_FOUND;

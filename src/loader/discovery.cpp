@@ -189,6 +189,8 @@ void debug_candidate(const Candidate& c) {
                                                             (r.state == KBIT_INTERFACE_REJECTED ? " rejected" : ""));
         }
     }
+    if (!c.trust().target.empty()) line += "\n  target: " + c.trust().target;
+    for (const std::string& w : c.trust().warnings) line += "\n  warning: " + w;
     if (!c.reason().empty()) line += "\n  reason: " + c.reason();
     for (int i = 0; i < kInterfaces; ++i)
         if (c.ifaces[i].message[0] != '\0' && c.reason() != c.ifaces[i].message) line += std::string("\n  ") + interface_info(i).name + ": " + c.ifaces[i].message;

@@ -42,12 +42,14 @@ TempDir::~TempDir() {
 std::string TempDir::add(const std::string& file, const std::string& as) const {
     const std::string target = path_ + "/" + (as.empty() ? fs::path(file).filename().string() : as);
     fs::copy_file(file, target, fs::copy_options::overwrite_existing);
+    fs::permissions(target, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
     return target;
 }
 
 std::string TempDir::subdir(const std::string& name) const {
     const std::string dir = path_ + "/" + name;
     fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
     return canonical(dir);
 }
 

@@ -27,7 +27,9 @@ public:
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
     const std::string& path() const { return path_; }
-    // Copies `file` into the directory (as `as`, default its own name); returns the new path.
+    // Copies `file` into the directory (as `as`, default its own name); returns the new path. Copies
+    // and subdirectories are writable by their owner only (the loader warns otherwise), whatever
+    // the umask of the build.
     std::string add(const std::string& file, const std::string& as = "") const;
     // Creates a subdirectory (canonical path returned).
     std::string subdir(const std::string& name) const;

@@ -315,6 +315,53 @@ TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID 
     CHECK_THAT(setuid.output, !Catch::Contains("kbit: ") && !Catch::Contains("kbit loader: "));
 }
 
+TEST_CASE("discovery: files and directories others may write, and symlinks' targets, are shown", "[discovery]") {
+    // Before: nothing said that anyone could replace the code this process runs, and a symlinked
+    // backend showed only the link's path.
+    TempDir dir;
+    Env env;
+    const std::string open = dir.subdir("open"), links = dir.subdir("links");
+    dir.subdir("real");
+    const std::string shared = dir.add(fake("good"), "open/libkbit_good.so");
+    const std::string target = dir.add(fake("best"), "real/libkbit_best.so");
+    const std::string link = links + "/libkbit_best.so";
+    REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+    REQUIRE(chmod(shared.c_str(), 0666) == 0);
+    REQUIRE(chmod(open.c_str(), 0777) == 0);
+    REQUIRE(chmod(target.c_str(), 0664) == 0);
+    env.set("KBIT_BACKEND_PATH", open + ":" + links);
+    const std::string warn_dir = "directory " + open + " is writable by group and others (mode 0777)";
+    const std::string warn_file = "file " + shared + " is writable by group and others (mode 0666)";
+    const std::string warn_target = "file " + target + " is writable by its group (mode 0664)";
+    Loader l(dir.path());
+
+    StderrCapture err;
+    env.set("KBIT_LOADER_DEBUG", "1");
+    {
+        Report rep(l);
+        REQUIRE(rep.count() == 2);
+        CHECK(rep.at(0).verdict == KBIT_VERDICT_USABLE);  // a warning, not a rejection
+        CHECK(rep.at(1).verdict == KBIT_VERDICT_USABLE);
+        CHECK(std::string(rep.at(1).path) == link);
+    }
+    const std::string out = err.finish();
+    CHECK_THAT(out, Catch::Contains("probe score 5; interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n"
+                                    "  warning: " + warn_dir + "\n  warning: " + warn_file + "\n"));
+    CHECK_THAT(out, Catch::Contains("probe score 50; interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n"
+                                    "  target: " + target + "\n  warning: " + warn_target + "\n"));
+
+    env.unset("KBIT_LOADER_DEBUG");
+    const CommandResult info = run_kbit(dir.path(), "info");
+    INFO(info.output);
+    CHECK(info.status == 0);
+    CHECK_THAT(info.output, Catch::Contains("    warning:     " + warn_dir + "\n    warning:     " + warn_file + "\n"));
+    CHECK_THAT(info.output, Catch::Contains("    file:        " + link + "\n    target:      " + target + "\n"));
+    CHECK_THAT(info.output, Catch::Contains("    warning:     " + warn_target + "\n"));
+    const CommandResult json = run_kbit(dir.path(), "info --json");
+    CHECK_THAT(json.output, Catch::Contains("\"target\": \"" + target + "\""));
+    CHECK_THAT(json.output, Catch::Contains("\"" + warn_file + "\""));
+}
+
 TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason", "[discovery]") {
     TempDir dir;
     Env env;
