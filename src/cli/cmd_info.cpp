@@ -1,6 +1,7 @@
 // `kbit info`: the vulkaninfo of kbit. Everything comes from the loader API (kbit_loader_discover),
 // so it shows exactly what the trampolines would choose in this environment.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 
 #include "commands.h"
 #include "file_trust.h"
+#include "isolate.h"
 #include "kbit/kbit_loader.h"
 
 namespace kbit::cli {
@@ -58,7 +60,14 @@ std::string backend_info(const char* path) {
     return info;
 }
 
-InfoView collect(const kbit_loader_report* r) {
+// The same in a child process (--isolate): the backend is opened, and so probed, once more.
+std::string isolated_backend_info(const char* path, int seconds) {
+    const kbit::loader::Isolated r =
+        kbit::loader::run_isolated(seconds, [&](int fd) { kbit::loader::write_all(fd, backend_info(path)); });
+    return r.ending.empty() ? r.data : "(kbit_backend_info() in a child process: " + r.ending + ")";
+}
+
+InfoView collect(const kbit_loader_report* r, int isolate) {
     InfoView v;
     v.loader_path = kbit_loader_library_path();
     v.loader_api = kbit_loader_interface_version();
@@ -95,7 +104,7 @@ InfoView collect(const kbit_loader_report* r) {
             cv.target = trust.target;
             cv.warnings = std::move(trust.warnings);
         }
-        if (cv.usable) cv.info = backend_info(c->path);
+        if (cv.usable) cv.info = isolate > 0 ? isolated_backend_info(c->path, isolate) : backend_info(c->path);
         v.candidates.push_back(std::move(cv));
     }
     v.summary = kbit_loader_report_summary(r);
@@ -181,20 +190,32 @@ void print_json(const InfoView& v) {
 
 int run_info(int argc, char** argv) {
     bool json = false;
+    int isolate = 0;  // seconds per child process; 0 = validate in this process
     for (int i = 1; i < argc; ++i) {
+        char* end = nullptr;
+        const long seconds = std::strncmp(argv[i], "--isolate=", 10) == 0 ? std::strtol(argv[i] + 10, &end, 10) : 0;
         if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (std::strcmp(argv[i], "--isolate") == 0) {
+            isolate = 5;
+        } else if (end != nullptr && *end == '\0' && seconds > 0 && seconds <= 3600) {
+            isolate = static_cast<int>(seconds);
         } else {
-            std::fprintf(stderr, "usage: kbit info [--json]\n");
+            std::fprintf(stderr, "usage: kbit info [--json] [--isolate[=SECONDS]]\n");
             return 2;
         }
     }
+    // The loader validates each candidate in a child process (discovery.cpp); loader API 1.0 has
+    // no argument for it.
+    if (isolate > 0) setenv("KBIT_LOADER_ISOLATE", std::to_string(isolate).c_str(), 1);
     kbit_loader_report* report = nullptr;
-    if (kbit_loader_discover(&report) != KBIT_STATUS_SUCCESS) {
+    const kbit_status status = kbit_loader_discover(&report);
+    unsetenv("KBIT_LOADER_ISOLATE");
+    if (status != KBIT_STATUS_SUCCESS) {
         std::fprintf(stderr, "kbit info: %s\n", text(kbit_last_error_message()).c_str());
         return 1;
     }
-    const InfoView view = collect(report);
+    const InfoView view = collect(report, isolate);
     kbit_loader_report_free(report);
     if (json) print_json(view);
     else print_text(view);

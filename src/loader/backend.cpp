@@ -120,7 +120,8 @@ bool check_versions(kbit_backend& b, const OwnSymbols& own) {
 
 }  // namespace
 
-std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source) {
+std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source,
+                                       const std::function<void(const Candidate&)>& on_stage) {
     // Vendor code runs below (constructors, version functions, probe, destructors on rejection).
     struct InVendorCode {
         InVendorCode() { ++thread_state().vendor_depth; }
@@ -128,12 +129,16 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
     } vendor_guard;
     auto b = std::make_unique<kbit_backend>(name, path, source);
     Candidate& c = b->record;
+    auto reach = [&](int32_t stage) {
+        c.pub.stage = stage;
+        if (on_stage) on_stage(c);
+    };
     c.set_trust(check_file_trust(path));
     if (std::string why = check_elf(path); !why.empty()) {
         c.reject(KBIT_VERDICT_REJECTED, why);
         return b;
     }
-    c.pub.stage = KBIT_STAGE_FILE_CHECKED;
+    reach(KBIT_STAGE_FILE_CHECKED);
 
     b->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (b->handle == nullptr) {
@@ -141,7 +146,7 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         c.reject(KBIT_VERDICT_REJECTED, std::string("dlopen failed: ") + (error ? error : "unknown error"));
         return b;
     }
-    c.pub.stage = KBIT_STAGE_OPENED;
+    reach(KBIT_STAGE_OPENED);
     const OwnSymbols own(b->handle);
     if (own.get("kbit_loader_interface_version") != nullptr) {
         c.reject(KBIT_VERDICT_REJECTED, "is a kbit loader (it exports kbit_loader_interface_version), not a backend");
@@ -152,7 +157,7 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         b->close_handle();
         return b;
     }
-    c.pub.stage = KBIT_STAGE_VERSIONS_CHECKED;
+    reach(KBIT_STAGE_VERSIONS_CHECKED);
 
     for_each_interface([&](auto traits) { resolve<decltype(traits)>(*b, own); });
     if (b->tables.core.kbit_backend_probe == nullptr) {
@@ -161,10 +166,10 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         return b;
     }
     b->vendor_last_error = b->tables.core.kbit_last_error_message;
-    c.pub.stage = KBIT_STAGE_RESOLVED;
+    reach(KBIT_STAGE_RESOLVED);
 
     c.pub.score = b->tables.core.kbit_backend_probe();
-    c.pub.stage = KBIT_STAGE_PROBED;
+    reach(KBIT_STAGE_PROBED);
     if (c.pub.score <= 0) {
         c.reject(KBIT_VERDICT_REJECTED, "kbit_backend_probe() returned " + std::to_string(c.pub.score) +
                                             ": the backend cannot run on this machine");

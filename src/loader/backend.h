@@ -1,6 +1,7 @@
 // backend.h — one opened backend (the public opaque kbit_backend) and its validation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,8 +32,10 @@ namespace kbit::loader {
 
 // Runs every validation stage on one file, up to and including kbit_backend_probe(). The result's
 // record says how far it got; a usable backend keeps its handle open, a rejected one is closed.
-// Missing functions are left NULL in the tables: finalize() replaces them with stubs.
-std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source);
+// Missing functions are left NULL in the tables: finalize() replaces them with stubs. on_stage, if
+// set, sees the record each time a stage is reached (before the next one runs).
+std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source,
+                                       const std::function<void(const kbit::loader::Candidate&)>& on_stage = {});
 
 // Makes a usable backend ready for callers: every NULL table member becomes a stub naming this
 // backend, and its string functions never return NULL. False (with *error) when no stub slot or

@@ -39,6 +39,11 @@ struct Candidate {
     void reject(int32_t verdict, const std::string& why);
     void set_interface_message(int iface, const std::string& message);
 
+    // The record's results (stage, verdict, score, reason, interface records; not the trust
+    // checks) as bytes, and back: a record made in a child process (discovery.cpp).
+    std::string serialize() const;
+    bool deserialize(const std::string& bytes);
+
     static const Candidate* from(const kbit_loader_candidate* pub) {
         return reinterpret_cast<const Candidate*>(pub);
     }

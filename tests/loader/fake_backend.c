@@ -13,6 +13,10 @@
  *   FAKE_MINIMAL          only the core version symbol, no C library (for builds of other architectures)
  *   FAKE_NULL_STRINGS     kbit_backend_name, _info, kbit_status_string and kbit_last_error_message
  *                         return NULL (which the contract forbids)
+ *   FAKE_PROBE_ABORT, FAKE_PROBE_SEGV, FAKE_PROBE_HANG  kbit_backend_probe() calls abort(), writes
+ *                         through a NULL pointer, or never returns
+ *   FAKE_PROBE_EXIT       kbit_backend_probe() calls exit(FAKE_PROBE_EXIT)
+ *   FAKE_CONSTRUCTOR_ABORT  an ELF constructor calls abort() (in dlopen)
  *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
  *                         its return address) and records the answers (kbit_fake_reentry())
  *
@@ -47,6 +51,7 @@ KBIT_API uint32_t kbit_core_interface_version(void) { return FAKE_CORE_VERSION; 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static atomic_int g_probe_calls;
 static atomic_int g_result;
@@ -107,8 +112,25 @@ static void fake_reenter(void* caller) {
 }
 #endif
 
+#ifdef FAKE_CONSTRUCTOR_ABORT
+__attribute__((constructor)) static void fake_constructor(void) { abort(); }
+#endif
+
 KBIT_API int32_t kbit_backend_probe(void) {
     atomic_fetch_add(&g_probe_calls, 1);
+#ifdef FAKE_PROBE_ABORT
+    abort();
+#endif
+#ifdef FAKE_PROBE_SEGV
+    volatile int* volatile nowhere = NULL; /* volatile: a real store, not a trap or nothing */
+    *nowhere = 1;
+#endif
+#ifdef FAKE_PROBE_EXIT
+    exit(FAKE_PROBE_EXIT);
+#endif
+#ifdef FAKE_PROBE_HANG
+    for (;;) pause();
+#endif
 #ifdef FAKE_PROBE_REENTER
     fake_reenter(__builtin_return_address(0));
 #endif

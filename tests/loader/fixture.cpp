@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 namespace loader_test {
 namespace {
 
-const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG", "KBIT_LOG"};
+const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG", "KBIT_LOG",
+                                  "KBIT_LOADER_ISOLATE"};
 
 std::string canonical(const std::string& p) { return fs::canonical(p).string(); }
 
@@ -119,6 +120,10 @@ CommandResult run_command(const std::string& command) {
 }
 
 std::string fake(const std::string& variant) { return std::string(KBIT_TEST_FAKE_DIR) + "/libkbit_" + variant + ".so"; }
+
+std::string crashing_fake(const std::string& variant) {
+    return std::string(KBIT_TEST_FAKE_DIR) + "/crashing/libkbit_" + variant + ".so";
+}
 
 FakeControls::FakeControls(const std::string& path) {
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);

@@ -38,8 +38,8 @@ private:
     std::string path_;
 };
 
-// Clears KBIT_BACKEND, KBIT_BACKEND_PATH, KBIT_LOADER_DEBUG and KBIT_LOG for a scenario and restores
-// them after.
+// Clears KBIT_BACKEND, KBIT_BACKEND_PATH, KBIT_LOADER_DEBUG, KBIT_LOG and KBIT_LOADER_ISOLATE for a
+// scenario and restores them after.
 class Env {
 public:
     Env();
@@ -104,6 +104,8 @@ CommandResult run_command(const std::string& command);
 
 // Path of a fake variant: <build>/tests/loader/fakes/libkbit_<variant>.so.
 std::string fake(const std::string& variant);
+// Path of a fake that crashes, exits or hangs: <build>/tests/loader/fakes/crashing/libkbit_<variant>.so.
+std::string crashing_fake(const std::string& variant);
 
 // The test controls of a fake that is already loaded (by a loader) at `path`.
 class FakeControls {
