@@ -95,10 +95,15 @@ std::unique_ptr<kbit_backend> validate_isolated(const Pending& p, int seconds) {
         last = r.data.substr(at + sizeof n, n);
         at += sizeof n + n;
     }
-    if (!last.empty() && !b->record.deserialize(last)) b = std::make_unique<kbit_backend>(p.name, p.path, p.source);
-    if (!r.ending.empty())
+    std::string why = r.ending;
+    if (last.empty() && why.empty()) why = "sent no record";
+    if (!last.empty() && !b->record.deserialize(last)) {
+        b = std::make_unique<kbit_backend>(p.name, p.path, p.source);
+        if (why.empty()) why = "sent an unreadable record";
+    }
+    if (!why.empty())
         b->record.reject(KBIT_VERDICT_REJECTED,
-                         r.ending + " " + running_at(b->record.pub.stage) + " (validated in a child process)");
+                         why + " " + running_at(b->record.pub.stage) + " (validated in a child process)");
     b->record.set_trust(check_file_trust(p.path));
     return b;
 }
