@@ -14,7 +14,10 @@ kbit_backend::~kbit_backend() {
 }
 
 void kbit_backend::close_handle() {
-    if (handle != nullptr) dlclose(handle);
+    if (handle != nullptr) {
+        const kbit::loader::VendorCode vendor;  // its destructors (for example while the default is chosen)
+        dlclose(handle);
+    }
     handle = nullptr;
 }
 
@@ -122,11 +125,7 @@ bool check_versions(kbit_backend& b, const OwnSymbols& own) {
 
 std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source,
                                        const std::function<void(const Candidate&)>& on_stage) {
-    // Vendor code runs below (constructors, version functions, probe, destructors on rejection).
-    struct InVendorCode {
-        InVendorCode() { ++thread_state().vendor_depth; }
-        ~InVendorCode() { --thread_state().vendor_depth; }
-    } vendor_guard;
+    const VendorCode vendor;  // constructors, version functions, probe
     auto b = std::make_unique<kbit_backend>(name, path, source);
     Candidate& c = b->record;
     auto reach = [&](int32_t stage) {

@@ -19,6 +19,8 @@
  *   FAKE_CONSTRUCTOR_ABORT  an ELF constructor calls abort() (in dlopen)
  *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
  *                         its return address) and records the answers (kbit_fake_reentry())
+ *   FAKE_DESTRUCTOR_REENTER  an ELF destructor calls kbit_backend_name() of the libkbit.so that probed
+ *                         the backend and prints the answer to stderr
  *
  * A function is left out by renaming it on the command line (-D<function>=fake_omitted_<function>),
  * which keeps the X-macro generation below untouched.
@@ -28,7 +30,7 @@
  * the status is not 0), setting the fake's thread-local error message on failure, so tests can tell
  * which backend answered a call and whose message kbit_last_error_message() reports.
  */
-#define _GNU_SOURCE /* dladdr (FAKE_PROBE_REENTER) */
+#define _GNU_SOURCE /* dladdr (FAKE_PROBE_REENTER, FAKE_DESTRUCTOR_REENTER) */
 #include "kbit/kbit.h"
 
 #ifndef FAKE_NAME
@@ -112,6 +114,27 @@ static void fake_reenter(void* caller) {
 }
 #endif
 
+#ifdef FAKE_DESTRUCTOR_REENTER
+#include <dlfcn.h>
+
+static const char* (*g_loader_name)(void);
+
+static void fake_remember_loader(void* caller) {
+    Dl_info info;
+    void* h = dladdr(caller, &info) != 0 && info.dli_fname != NULL
+                  ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (h == NULL) return;
+    g_loader_name = (const char* (*)(void))dlsym(h, "kbit_backend_name");
+    dlclose(h);
+}
+
+__attribute__((destructor)) static void fake_destructor(void) {
+    Dl_info info;
+    if (g_loader_name != NULL && dladdr((void*)g_loader_name, &info) != 0)  /* that loader is still there */
+        fprintf(stderr, "destructor: kbit_backend_name: %s\n", g_loader_name());
+}
+#endif
+
 #ifdef FAKE_CONSTRUCTOR_ABORT
 __attribute__((constructor)) static void fake_constructor(void) { abort(); }
 #endif
@@ -133,6 +156,9 @@ KBIT_API int32_t kbit_backend_probe(void) {
 #endif
 #ifdef FAKE_PROBE_REENTER
     fake_reenter(__builtin_return_address(0));
+#endif
+#ifdef FAKE_DESTRUCTOR_REENTER
+    fake_remember_loader(__builtin_return_address(0));
 #endif
 #ifdef FAKE_UNDEFINED_REFERENCE
     return fake_symbol_nobody_defines;

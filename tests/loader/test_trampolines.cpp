@@ -218,3 +218,18 @@ TEST_CASE("trampolines: a probe that calls back into libkbit.so before the defau
     CHECK(l.sym<kbit_status (*)(void**, size_t)>("kbit_device_malloc")(&p, 8) == KBIT_STATUS_SUCCESS);
     l.sym<kbit_status (*)(void*)>("kbit_device_free")(p);
 }
+
+TEST_CASE("trampolines: a destructor that calls back into libkbit.so while the default is chosen gets a stand-in",
+          "[trampolines]") {
+    // The choice unloads the candidates it does not keep; before, a destructor's trampoline call
+    // re-entered the choice (recursive_init_error, terminate).
+    TempDir dir;
+    Env env;
+    dir.add(fake("best"));
+    const std::string other = dir.add(fake("dtorreenter"));
+    Loader l(dir.path());
+    StderrCapture err;
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
+    CHECK(err.finish() == "destructor: kbit_backend_name: (choosing)\n");
+    CHECK_FALSE(is_mapped(other));
+}
