@@ -54,7 +54,8 @@ std::string text(const char* s) { return s != nullptr ? s : "(NULL)"; }
 // kbit_backend_info() of a usable candidate, read through an explicit handle.
 std::string backend_info(const char* path) {
     kbit_backend* b = nullptr;
-    if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS) return "(cannot open: " + text(kbit_last_error_message()) + ")";
+    if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS)
+        return "(cannot open: " + text(kbit_last_error_message()) + ")";
     std::string info = text(kbit_loader_core_table(b)->kbit_backend_info());
     kbit_loader_close(b);
     return info;

@@ -23,11 +23,12 @@ kbit_status api_call(const char* fn, F&& body) noexcept {
     }
 }
 
-// Opening, choosing or discovering backends from a backend's probe or constructor (run by the loader
-// in this thread) would validate backends again, recursively.
+// Opening, choosing or discovering backends from a backend's probe, constructor or destructor (run
+// by the loader in this thread) would validate backends again, recursively.
 kbit_status refuse_reentry(const char* fn) noexcept {
     return fail(KBIT_STATUS_NOT_SUPPORTED, fn,
-                "called from a backend's probe or constructor while libkbit.so validates backends");
+                "called from a backend's probe, constructor or destructor (libkbit.so would validate "
+                "backends again, recursively)");
 }
 
 template <int I, class Public>
@@ -87,7 +88,8 @@ KBIT_API kbit_status kbit_loader_default(kbit_backend** out) {
     *out = nullptr;
     if (default_backend_if_chosen() == nullptr && in_vendor_code())
         return fail(KBIT_STATUS_NOT_SUPPORTED, fn,
-                    "called from a backend's probe or constructor before libkbit.so has chosen its default backend");
+                    "called from a backend's probe, constructor or destructor before libkbit.so has chosen "
+                    "its default backend");
     return api_call(fn, [&] {
         const kbit_backend& b = default_backend();
         if (b.handle == nullptr) return fail(KBIT_STATUS_NOT_SUPPORTED, fn, "%s", default_backend_problem().c_str());

@@ -46,7 +46,7 @@ bool finalize(kbit_backend& backend, std::string* error);
 // "no kbit backend is available: <reason>".
 std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason);
 
-// What a trampoline called from a backend's probe or constructor (run by the loader in this thread)
+// What a trampoline called from a backend's probe, constructor or destructor (run by the loader in this thread)
 // gets while the default backend is not chosen: stubs returning KBIT_STATUS_NOT_SUPPORTED.
 std::unique_ptr<kbit_backend> make_reentry_backend();
 

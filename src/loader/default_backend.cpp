@@ -41,9 +41,9 @@ const DefaultChoice& choice() {
     return *c;
 }
 
-// A backend's probe or constructor that calls a trampoline while the loader validates it (in this
-// thread) must not start the choice, or re-enter it: C++ would throw recursive_init_error from the
-// static above and terminate. It gets this stand-in, whose stubs say why.
+// A backend's probe, constructor or destructor that calls a trampoline while the loader runs it (in
+// this thread) must not start the choice, or re-enter it: C++ would throw recursive_init_error from
+// the static above and terminate. It gets this stand-in, whose stubs say why.
 const kbit_backend& reentry_backend() {
     static const kbit_backend* const b = make_reentry_backend().release();
     return *b;

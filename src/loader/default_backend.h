@@ -13,7 +13,8 @@ extern std::atomic<const kbit_backend*> g_default_backend;
 
 // The default backend: chosen on the first call (thread-safe), never NULL, never closed. When no
 // backend can be used it is a stand-in whose functions are stubs reporting why. Called from a
-// backend's probe or constructor before the choice is made, it is a stand-in too (make_reentry_backend).
+// backend's probe, constructor or destructor before the choice is made, it is a stand-in too
+// (make_reentry_backend).
 const kbit_backend& default_backend();
 
 // The default backend if it has been chosen already, otherwise NULL (never triggers the choice).

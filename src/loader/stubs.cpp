@@ -129,7 +129,8 @@ struct Stub<D, S, R (*)(A...)> {
         } else {
             ((void)args, ...);
             stub_failed(S, D::iface, D::id, D::since);
-            if constexpr (D::kind == Result::Status) return S == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED;
+            if constexpr (D::kind == Result::Status)
+                return S == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED;
             else if constexpr (D::kind == Result::Pointer || D::kind == Result::String) return nullptr;
             else return R{};
         }
@@ -304,7 +305,8 @@ int reentry_slot() {
         s.used = true;
         ++s.generation;
         s.name = "(choosing)";
-        s.info = "called from a backend's probe or constructor before libkbit.so has chosen its default backend";
+        s.info = "called from a backend's probe, constructor or destructor before libkbit.so has chosen its "
+                 "default backend";
     }
     return kReentrySlot;
 }

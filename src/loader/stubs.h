@@ -5,8 +5,9 @@
 // a template instance per (function, slot): a slot is the identity of one loaded backend file (name,
 // path, interface versions), held while any handle of that file is open. There are kSlots slots for
 // backends plus two for the trampolines' stand-ins: "no backend", and "not chosen yet" (a backend's
-// probe or constructor calling back into libkbit.so while the loader validates it). This registry, guarded by a mutex, is
-// the only loader state besides the default backend; it never changes what any call does.
+// probe, constructor or destructor calling back into libkbit.so while the loader runs it). These
+// registries (the slots and the string guards below), guarded by a mutex, are the only loader state
+// besides the default backend; they never change what any call does.
 #pragma once
 
 #include <string>

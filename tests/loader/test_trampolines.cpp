@@ -189,8 +189,10 @@ TEST_CASE("trampolines: a probe that calls back into libkbit.so before the defau
     Env env;
     const std::string path = dir.add(fake("reenter"));
     Loader l(dir.path());
-    const std::string early = "called from a backend's probe or constructor before libkbit.so has chosen its default backend";
-    const std::string validating = "called from a backend's probe or constructor while libkbit.so validates backends";
+    const std::string early =
+        "called from a backend's probe, constructor or destructor before libkbit.so has chosen its default backend";
+    const std::string validating =
+        "called from a backend's probe, constructor or destructor (libkbit.so would validate backends again, recursively)";
     const std::string expected =
         "kbit_backend_name: (choosing)\n"
         "kbit_backend_info: " + early + "\n"
