@@ -43,9 +43,10 @@ const DefaultChoice& choice() {
 
 // A backend's probe, constructor or destructor that calls a trampoline while the loader runs it (in
 // this thread) must not start the choice, or re-enter it: C++ would throw recursive_init_error from
-// the static above and terminate. It gets this stand-in, whose stubs say why.
+// the static above and terminate. It gets this stand-in, whose stubs say why. (Destroyed with
+// libkbit.so: unlike the default, only vendor code that the loader runs can reach it.)
 const kbit_backend& reentry_backend() {
-    static const kbit_backend* const b = make_reentry_backend().release();
+    static const std::unique_ptr<kbit_backend> b = make_reentry_backend();
     return *b;
 }
 

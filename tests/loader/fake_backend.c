@@ -14,7 +14,7 @@
  *   FAKE_NULL_STRINGS     kbit_backend_name, _info, kbit_status_string and kbit_last_error_message
  *                         return NULL (which the contract forbids)
  *   FAKE_PROBE_ABORT, FAKE_PROBE_SEGV, FAKE_PROBE_HANG  kbit_backend_probe() calls abort(), writes
- *                         through a NULL pointer, or never returns
+ *                         to an unmapped address, or never returns
  *   FAKE_PROBE_EXIT       kbit_backend_probe() calls exit(FAKE_PROBE_EXIT)
  *   FAKE_CONSTRUCTOR_ABORT  an ELF constructor calls abort() (in dlopen)
  *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
@@ -145,7 +145,7 @@ KBIT_API int32_t kbit_backend_probe(void) {
     abort();
 #endif
 #ifdef FAKE_PROBE_SEGV
-    volatile int* volatile nowhere = NULL; /* volatile: a real store, not a trap or nothing */
+    volatile int* volatile nowhere = (volatile int*)16; /* unmapped; volatile: a real store */
     *nowhere = 1;
 #endif
 #ifdef FAKE_PROBE_EXIT
