@@ -75,9 +75,19 @@ KBIT_API const char* kbit_fake_last_call(void) { return atomic_load(&g_last_call
 extern int fake_symbol_nobody_defines;
 #endif
 
-#ifdef FAKE_PROBE_REENTER
+#if defined(FAKE_PROBE_REENTER) || defined(FAKE_DESTRUCTOR_REENTER)
 #include <dlfcn.h>
 
+/* The library whose code is at `caller` (the probe's return address: the libkbit.so probing this
+ * backend), or NULL; dlclose() it after use. */
+static void* fake_loader_at(void* caller) {
+    Dl_info info;
+    return dladdr(caller, &info) != 0 && info.dli_fname != NULL ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)
+                                                                 : NULL;
+}
+#endif
+
+#ifdef FAKE_PROBE_REENTER
 static char g_reentry[2048];
 
 /** What the probe's calls into libkbit.so returned (FAKE_PROBE_REENTER), one "call: result" a line. */
@@ -85,9 +95,7 @@ KBIT_API const char* kbit_fake_reentry(void) { return g_reentry; }
 
 /* Calls the trampolines and the loader API of the libkbit.so whose code is at `caller`. */
 static void fake_reenter(void* caller) {
-    Dl_info info;
-    void* h = dladdr(caller, &info) != 0 && info.dli_fname != NULL
-                  ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void* h = fake_loader_at(caller);
     if (h == NULL) {
         snprintf(g_reentry, sizeof g_reentry, "the probe's caller is not a loaded library");
         return;
@@ -98,7 +106,7 @@ static void fake_reenter(void* caller) {
     const char* (*status_string)(kbit_status) = (const char* (*)(kbit_status))dlsym(h, "kbit_status_string");
     kbit_status (*dmalloc)(void**, size_t) = (kbit_status (*)(void**, size_t))dlsym(h, "kbit_device_malloc");
     kbit_status (*deflt)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_default");
-    kbit_status (*open)(const char*, void**) = (kbit_status (*)(const char*, void**))dlsym(h, "kbit_loader_open");
+    kbit_status (*lopen)(const char*, void**) = (kbit_status (*)(const char*, void**))dlsym(h, "kbit_loader_open");
     kbit_status (*discover)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_discover");
     void* p = NULL;
     int n = snprintf(g_reentry, sizeof g_reentry, "kbit_backend_name: %s\nkbit_backend_info: %s\n", name(), binfo());
@@ -106,7 +114,7 @@ static void fake_reenter(void* caller) {
     n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_device_malloc: %s: %s\n", status_string(s), message());
     const kbit_status d = deflt(&p);
     n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_default: %d: %s\n", (int)d, message());
-    const kbit_status o = open(NULL, &p);
+    const kbit_status o = lopen(NULL, &p);
     n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_open: %d: %s\n", (int)o, message());
     const kbit_status r = discover(&p);
     snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_discover: %d: %s\n", (int)r, message());
@@ -115,14 +123,10 @@ static void fake_reenter(void* caller) {
 #endif
 
 #ifdef FAKE_DESTRUCTOR_REENTER
-#include <dlfcn.h>
-
 static const char* (*g_loader_name)(void);
 
 static void fake_remember_loader(void* caller) {
-    Dl_info info;
-    void* h = dladdr(caller, &info) != 0 && info.dli_fname != NULL
-                  ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void* h = fake_loader_at(caller);
     if (h == NULL) return;
     g_loader_name = (const char* (*)(void))dlsym(h, "kbit_backend_name");
     dlclose(h);
