@@ -1,6 +1,7 @@
 // `kbit info`: the vulkaninfo of kbit. Everything comes from the loader API (kbit_loader_discover),
 // so it shows exactly what the trampolines would choose in this environment.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "file_trust.h"
+#include "isolate.h"
 #include "kbit/kbit_loader.h"
 
 namespace kbit::cli {
@@ -24,6 +27,8 @@ struct InterfaceView {
 
 struct CandidateView {
     std::string name, path, source, stage, verdict, reason, info;
+    std::string target;                 // a symlink's realpath
+    std::vector<std::string> warnings;  // who else may change the file (file_trust.h)
     int32_t score = -1;
     bool usable = false, chosen = false;
     std::vector<InterfaceView> interfaces;
@@ -43,17 +48,27 @@ struct InfoView {
     int chosen = -1;
 };
 
+// A string from the library; NULL (never from this libkbit.so, maybe from an older one) as text.
+std::string text(const char* s) { return s != nullptr ? s : "(NULL)"; }
+
 // kbit_backend_info() of a usable candidate, read through an explicit handle.
 std::string backend_info(const char* path) {
     kbit_backend* b = nullptr;
     if (kbit_loader_open(path, &b) != KBIT_STATUS_SUCCESS)
-        return std::string("(cannot open: ") + kbit_last_error_message() + ")";
-    std::string info = kbit_loader_core_table(b)->kbit_backend_info();
+        return "(cannot open: " + text(kbit_last_error_message()) + ")";
+    std::string info = text(kbit_loader_core_table(b)->kbit_backend_info());
     kbit_loader_close(b);
     return info;
 }
 
-InfoView collect(const kbit_loader_report* r) {
+// The same in a child process (--isolate): the backend is opened, and so probed, once more.
+std::string isolated_backend_info(const char* path, int seconds) {
+    const kbit::loader::Isolated r =
+        kbit::loader::run_isolated(seconds, [&](int fd) { kbit::loader::write_all(fd, backend_info(path)); });
+    return r.ending.empty() ? r.data : "(kbit_backend_info() in a child process: " + r.ending + ")";
+}
+
+InfoView collect(const kbit_loader_report* r, int isolate) {
     InfoView v;
     v.loader_path = kbit_loader_library_path();
     v.loader_api = kbit_loader_interface_version();
@@ -85,7 +100,12 @@ InfoView collect(const kbit_loader_report* r) {
             cv.interfaces.push_back({kbit_loader_interface_name(k), kbit_loader_interface_state_name(rec->state),
                                      rec->message, rec->version, rec->missing_count, rec->newer_count});
         }
-        if (cv.usable) cv.info = backend_info(c->path);
+        if (c->verdict != KBIT_VERDICT_SHADOWED) {
+            kbit::loader::FileTrust trust = kbit::loader::check_file_trust(c->path);
+            cv.target = trust.target;
+            cv.warnings = std::move(trust.warnings);
+        }
+        if (cv.usable) cv.info = isolate > 0 ? isolated_backend_info(c->path, isolate) : backend_info(c->path);
         v.candidates.push_back(std::move(cv));
     }
     v.summary = kbit_loader_report_summary(r);
@@ -125,12 +145,14 @@ void print_text(const InfoView& v) {
     for (const CandidateView& c : v.candidates) {
         std::printf("  %s%s\n", c.name.c_str(), c.chosen ? "  [default]" : "");
         std::printf("    file:        %s\n", c.path.c_str());
+        if (!c.target.empty()) std::printf("    target:      %s\n", c.target.c_str());
         std::printf("    found in:    %s\n", c.source.c_str());
         if (c.usable)
             std::printf("    status:      usable, probe score %d\n", c.score);
         else
             std::printf("    status:      %s after stage '%s'\n", c.verdict.c_str(), c.stage.c_str());
         if (!c.reason.empty()) std::printf("    reason:      %s\n", c.reason.c_str());
+        for (const std::string& w : c.warnings) std::printf("    warning:     %s\n", w.c_str());
         if (c.stage == "versions checked" || c.stage == "resolved" || c.stage == "probed")
             std::printf("    interfaces:  %s\n", interfaces_line(c).c_str());
         for (const InterfaceView& i : c.interfaces)
@@ -153,7 +175,7 @@ void print_json(const InfoView& v) {
     for (const CandidateView& c : v.candidates) {
         json jc = {{"name", c.name},     {"path", c.path},   {"source", c.source}, {"verdict", c.verdict},
                    {"stage", c.stage},   {"score", c.score}, {"reason", c.reason}, {"default", c.chosen},
-                   {"interfaces", json::object()}};
+                   {"target", c.target}, {"warnings", c.warnings}, {"interfaces", json::object()}};
         for (const InterfaceView& i : c.interfaces)
             jc["interfaces"][i.name] = {{"state", i.state},   {"version", i.state == "absent" ? "" : version_text(i.version)},
                                         {"missing", i.missing}, {"newer", i.newer}, {"message", i.message}};
@@ -169,20 +191,32 @@ void print_json(const InfoView& v) {
 
 int run_info(int argc, char** argv) {
     bool json = false;
+    int isolate = 0;  // seconds per child process; 0 = validate in this process
     for (int i = 1; i < argc; ++i) {
+        char* end = nullptr;
+        const long seconds = std::strncmp(argv[i], "--isolate=", 10) == 0 ? std::strtol(argv[i] + 10, &end, 10) : 0;
         if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
+        } else if (std::strcmp(argv[i], "--isolate") == 0) {
+            isolate = 5;
+        } else if (end != nullptr && *end == '\0' && seconds > 0 && seconds <= 3600) {
+            isolate = static_cast<int>(seconds);
         } else {
-            std::fprintf(stderr, "usage: kbit info [--json]\n");
+            std::fprintf(stderr, "usage: kbit info [--json] [--isolate[=SECONDS]]\n");
             return 2;
         }
     }
+    // The loader validates each candidate in a child process (discovery.cpp); loader API 1.0 has
+    // no argument for it.
+    if (isolate > 0) setenv("KBIT_LOADER_ISOLATE", std::to_string(isolate).c_str(), 1);
     kbit_loader_report* report = nullptr;
-    if (kbit_loader_discover(&report) != KBIT_STATUS_SUCCESS) {
-        std::fprintf(stderr, "kbit info: %s\n", kbit_last_error_message());
+    const kbit_status status = kbit_loader_discover(&report);
+    unsetenv("KBIT_LOADER_ISOLATE");
+    if (status != KBIT_STATUS_SUCCESS) {
+        std::fprintf(stderr, "kbit info: %s\n", text(kbit_last_error_message()).c_str());
         return 1;
     }
-    const InfoView view = collect(report);
+    const InfoView view = collect(report, isolate);
     kbit_loader_report_free(report);
     if (json) print_json(view);
     else print_text(view);

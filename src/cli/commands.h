@@ -10,7 +10,8 @@ struct Command {
     int (*run)(int argc, char** argv);  // argv[0] is the command name; returns the exit status
 };
 
-// `kbit info [--json]`: the loader, its search order, every candidate backend and the default.
+// `kbit info [--json] [--isolate[=SECONDS]]`: the loader, its search order, every candidate backend
+// and the default; --isolate validates each candidate in a child process.
 int run_info(int argc, char** argv);
 
 }  // namespace kbit::cli

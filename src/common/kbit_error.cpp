@@ -12,7 +12,7 @@ thread_local char t_message[512] = "";
 
 bool log_enabled() {
     static const bool enabled = [] {
-        const char* v = std::getenv("KBIT_LOG");
+        const char* v = secure_getenv("KBIT_LOG");  // ignored by set-user-ID programs
         return v != nullptr && std::strcmp(v, "0") != 0 && v[0] != '\0';
     }();
     return enabled;

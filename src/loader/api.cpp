@@ -23,6 +23,14 @@ kbit_status api_call(const char* fn, F&& body) noexcept {
     }
 }
 
+// Opening, choosing or discovering backends from a backend's probe, constructor or destructor (run
+// by the loader in this thread) would validate backends again, recursively.
+kbit_status refuse_reentry(const char* fn) noexcept {
+    return fail(KBIT_STATUS_NOT_SUPPORTED, fn,
+                "called from a backend's probe, constructor or destructor (libkbit.so would validate "
+                "backends again, recursively)");
+}
+
 template <int I, class Public>
 const Public* table(const kbit_backend* b, const char* fn) noexcept {
     if (b == nullptr) {
@@ -57,6 +65,7 @@ KBIT_API kbit_status kbit_loader_open(const char* backend, kbit_backend** out) {
     static const char* fn = "kbit_loader_open";
     if (out == nullptr) return fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "out is NULL");
     *out = nullptr;
+    if (in_vendor_code()) return refuse_reentry(fn);
     return api_call(fn, [&] {
         std::string why;
         std::unique_ptr<kbit_backend> b;
@@ -77,6 +86,10 @@ KBIT_API kbit_status kbit_loader_default(kbit_backend** out) {
     static const char* fn = "kbit_loader_default";
     if (out == nullptr) return fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "out is NULL");
     *out = nullptr;
+    if (default_backend_if_chosen() == nullptr && in_vendor_code())
+        return fail(KBIT_STATUS_NOT_SUPPORTED, fn,
+                    "called from a backend's probe, constructor or destructor before libkbit.so has chosen "
+                    "its default backend");
     return api_call(fn, [&] {
         const kbit_backend& b = default_backend();
         if (b.handle == nullptr) return fail(KBIT_STATUS_NOT_SUPPORTED, fn, "%s", default_backend_problem().c_str());
@@ -122,6 +135,7 @@ KBIT_API kbit_status kbit_loader_discover(kbit_loader_report** out) {
     static const char* fn = "kbit_loader_discover";
     if (out == nullptr) return fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "out is NULL");
     *out = nullptr;
+    if (in_vendor_code()) return refuse_reentry(fn);
     return api_call(fn, [&] {
         Discovery d = discover(false);
         if (debug_enabled()) debug_discovery(d);

@@ -9,11 +9,15 @@
 
 kbit_backend::~kbit_backend() {
     kbit::loader::release_slot(slot);
+    kbit::loader::release_guard(guard);
     close_handle();
 }
 
 void kbit_backend::close_handle() {
-    if (handle != nullptr) dlclose(handle);
+    if (handle != nullptr) {
+        const kbit::loader::VendorCode vendor;  // its destructors (for example while the default is chosen)
+        dlclose(handle);
+    }
     handle = nullptr;
 }
 
@@ -119,14 +123,21 @@ bool check_versions(kbit_backend& b, const OwnSymbols& own) {
 
 }  // namespace
 
-std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source) {
+std::unique_ptr<kbit_backend> validate(const std::string& path, const std::string& name, int32_t source,
+                                       const std::function<void(const Candidate&)>& on_stage) {
+    const VendorCode vendor;  // constructors, version functions, probe
     auto b = std::make_unique<kbit_backend>(name, path, source);
     Candidate& c = b->record;
+    auto reach = [&](int32_t stage) {
+        c.pub.stage = stage;
+        if (on_stage) on_stage(c);
+    };
+    c.set_trust(check_file_trust(path));
     if (std::string why = check_elf(path); !why.empty()) {
         c.reject(KBIT_VERDICT_REJECTED, why);
         return b;
     }
-    c.pub.stage = KBIT_STAGE_FILE_CHECKED;
+    reach(KBIT_STAGE_FILE_CHECKED);
 
     b->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (b->handle == nullptr) {
@@ -134,7 +145,7 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         c.reject(KBIT_VERDICT_REJECTED, std::string("dlopen failed: ") + (error ? error : "unknown error"));
         return b;
     }
-    c.pub.stage = KBIT_STAGE_OPENED;
+    reach(KBIT_STAGE_OPENED);
     const OwnSymbols own(b->handle);
     if (own.get("kbit_loader_interface_version") != nullptr) {
         c.reject(KBIT_VERDICT_REJECTED, "is a kbit loader (it exports kbit_loader_interface_version), not a backend");
@@ -145,7 +156,7 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         b->close_handle();
         return b;
     }
-    c.pub.stage = KBIT_STAGE_VERSIONS_CHECKED;
+    reach(KBIT_STAGE_VERSIONS_CHECKED);
 
     for_each_interface([&](auto traits) { resolve<decltype(traits)>(*b, own); });
     if (b->tables.core.kbit_backend_probe == nullptr) {
@@ -154,10 +165,10 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
         return b;
     }
     b->vendor_last_error = b->tables.core.kbit_last_error_message;
-    c.pub.stage = KBIT_STAGE_RESOLVED;
+    reach(KBIT_STAGE_RESOLVED);
 
     c.pub.score = b->tables.core.kbit_backend_probe();
-    c.pub.stage = KBIT_STAGE_PROBED;
+    reach(KBIT_STAGE_PROBED);
     if (c.pub.score <= 0) {
         c.reject(KBIT_VERDICT_REJECTED, "kbit_backend_probe() returned " + std::to_string(c.pub.score) +
                                             ": the backend cannot run on this machine");
@@ -168,12 +179,17 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
     return b;
 }
 
-bool finalize(kbit_backend& backend, std::string* error) { return install_stubs(backend, error); }
+bool finalize(kbit_backend& backend, std::string* error) {
+    return install_stubs(backend, error) && install_guards(backend, error);
+}
 
-std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
-    auto b = std::make_unique<kbit_backend>("none", "", KBIT_SOURCE_LOADER_DIRECTORY);
+namespace {
+
+// A backend without a file: every function is a stub of `slot`.
+std::unique_ptr<kbit_backend> make_stand_in(const std::string& name, const std::string& reason, int slot) {
+    auto b = std::make_unique<kbit_backend>(name, "", KBIT_SOURCE_LOADER_DIRECTORY);
     b->record.reject(KBIT_VERDICT_REJECTED, reason);
-    b->slot = null_slot(reason);
+    b->slot = slot;
     for_each_interface([&](auto traits) {
         auto& table = table_of<decltype(traits)::id>(b->tables);
         table.size = sizeof table;
@@ -181,7 +197,18 @@ std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
     });
     std::string unused;
     install_stubs(*b, &unused);
+    b->loader_owned = true;
     return b;
+}
+
+}  // namespace
+
+std::unique_ptr<kbit_backend> make_null_backend(const std::string& reason) {
+    return make_stand_in("none", reason, null_slot(reason));
+}
+
+std::unique_ptr<kbit_backend> make_reentry_backend() {
+    return make_stand_in("(choosing)", "libkbit.so has not chosen its default backend yet", reentry_slot());
 }
 
 }  // namespace kbit::loader

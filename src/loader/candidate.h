@@ -4,7 +4,9 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include "file_trust.h"
 #include "loader_fns.h"
 
 namespace kbit::loader {
@@ -12,6 +14,7 @@ namespace kbit::loader {
 struct CandidateStrings {
     std::string name, path, reason;
     std::string iface_message[kInterfaces];
+    FileTrust trust;  // not in the public record (loader API 1.0): KBIT_LOADER_DEBUG and `kbit info`
 };
 
 // Standard layout with the public record first, so a `const kbit_loader_candidate*` handed out
@@ -29,10 +32,17 @@ struct Candidate {
     const std::string& name() const { return strings->name; }
     const std::string& path() const { return strings->path; }
     const std::string& reason() const { return strings->reason; }
+    const FileTrust& trust() const { return strings->trust; }
+    void set_trust(FileTrust trust) { strings->trust = std::move(trust); }
 
     // Ends validation: verdict REJECTED (or SHADOWED) with "<path>: <why>" (just <why> without a path).
     void reject(int32_t verdict, const std::string& why);
     void set_interface_message(int iface, const std::string& message);
+
+    // The record's results (stage, verdict, score, reason, interface records; not the trust
+    // checks) as bytes, and back: a record made in a child process (discovery.cpp).
+    std::string serialize() const;
+    bool deserialize(const std::string& bytes);
 
     static const Candidate* from(const kbit_loader_candidate* pub) {
         return reinterpret_cast<const Candidate*>(pub);

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "discovery.h"
+#include "loader_state.h"
 
 namespace kbit::loader {
 
@@ -40,9 +41,22 @@ const DefaultChoice& choice() {
     return *c;
 }
 
+// A backend's probe, constructor or destructor that calls a trampoline while the loader runs it (in
+// this thread) must not start the choice, or re-enter it: C++ would throw recursive_init_error from
+// the static above and terminate. It gets this stand-in, whose stubs say why. (Destroyed with
+// libkbit.so: unlike the default, only vendor code that the loader runs can reach it.)
+const kbit_backend& reentry_backend() {
+    static const std::unique_ptr<kbit_backend> b = make_reentry_backend();
+    return *b;
+}
+
 }  // namespace
 
-const kbit_backend& default_backend() { return *choice().backend; }
+const kbit_backend& default_backend() {
+    if (const kbit_backend* b = default_backend_if_chosen()) return *b;
+    if (in_vendor_code()) return reentry_backend();
+    return *choice().backend;
+}
 
 const std::string& default_backend_problem() { return choice().problem; }
 

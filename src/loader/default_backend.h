@@ -12,7 +12,9 @@ namespace kbit::loader {
 extern std::atomic<const kbit_backend*> g_default_backend;
 
 // The default backend: chosen on the first call (thread-safe), never NULL, never closed. When no
-// backend can be used it is a stand-in whose functions are stubs reporting why.
+// backend can be used it is a stand-in whose functions are stubs reporting why. Called from a
+// backend's probe, constructor or destructor before the choice is made, it is a stand-in too
+// (make_reentry_backend).
 const kbit_backend& default_backend();
 
 // The default backend if it has been chosen already, otherwise NULL (never triggers the choice).
@@ -24,7 +26,7 @@ inline const kbit_backend& default_backend_fast() {
     return b != nullptr ? *b : default_backend();
 }
 
-// Why there is no default backend ("" when there is one). Triggers the choice.
+// Why there is no default backend ("" when there is one). Triggers the choice: not from vendor code.
 const std::string& default_backend_problem();
 
 }  // namespace kbit::loader

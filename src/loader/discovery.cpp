@@ -1,7 +1,10 @@
 #include "discovery.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
+#include "isolate.h"
 #include "loader_state.h"
 #include "names.h"
 
@@ -22,6 +25,10 @@ bool same_file(const std::string& a, const std::string& b) {
 // The file KBIT_BACKEND names, or "" with *error.
 bool forced_candidate(const SearchPlan& plan, Pending* out, std::string* error) {
     const std::string& v = plan.backend;
+    if (is_relative_path(v)) {
+        *error = "KBIT_BACKEND=" + relative_path_problem(v);
+        return false;
+    }
     if (is_path(v)) {
         *out = {v, backend_name_of(v), KBIT_SOURCE_KBIT_BACKEND};
         return true;
@@ -39,6 +46,66 @@ bool forced_candidate(const SearchPlan& plan, Pending* out, std::string* error) 
     }
     *out = {path, v, KBIT_SOURCE_KBIT_BACKEND};
     return true;
+}
+
+// KBIT_LOADER_ISOLATE=SECONDS (`kbit info --isolate`): kbit_loader_discover() validates each
+// candidate in a child process killed after SECONDS. 0 = in this process.
+int isolate_seconds() {
+    const char* v = secure_getenv("KBIT_LOADER_ISOLATE");
+    if (v == nullptr || v[0] == '\0') return 0;
+    char* end = nullptr;
+    const long s = std::strtol(v, &end, 10);
+    return *end == '\0' && s > 0 ? static_cast<int>(s < 3600 ? s : 3600) : 0;
+}
+
+// What was running when a child ended at `stage` (the last one it reached).
+const char* running_at(int32_t stage) {
+    switch (stage) {
+        case KBIT_STAGE_FOUND: return "while checking the file";
+        case KBIT_STAGE_FILE_CHECKED: return "in dlopen() (the file's ELF constructors)";
+        case KBIT_STAGE_OPENED: return "in its kbit_<iface>_interface_version() functions";
+        case KBIT_STAGE_VERSIONS_CHECKED: return "while resolving its functions";
+        case KBIT_STAGE_RESOLVED: return "in kbit_backend_probe()";
+        default: return "after kbit_backend_probe()";
+    }
+}
+
+// One record sent by a validation child: its length, then Candidate::serialize().
+std::string frame(const Candidate& c) {
+    const std::string bytes = c.serialize();
+    const uint32_t n = static_cast<uint32_t>(bytes.size());
+    return std::string(reinterpret_cast<const char*>(&n), sizeof n) + bytes;
+}
+
+// validate() in a child process: a backend that crashes, exits or hangs in its constructors or
+// probe ends the child only. The child sends its record at each stage it reaches and at the end;
+// the last one that arrived whole is the result, rejected with how the child ended unless it
+// returned. Nothing stays open in this process.
+std::unique_ptr<kbit_backend> validate_isolated(const Pending& p, int seconds) {
+    const Isolated r = run_isolated(seconds, [&](int fd) {
+        auto b = validate(p.path, p.name, p.source, [fd](const Candidate& c) { write_all(fd, frame(c)); });
+        write_all(fd, frame(b->record));
+    });
+    auto b = std::make_unique<kbit_backend>(p.name, p.path, p.source);
+    std::string last;
+    for (size_t at = 0; r.data.size() - at >= sizeof(uint32_t);) {
+        uint32_t n = 0;
+        std::memcpy(&n, r.data.data() + at, sizeof n);
+        if (r.data.size() - at - sizeof n < n) break;
+        last = r.data.substr(at + sizeof n, n);
+        at += sizeof n + n;
+    }
+    std::string why = r.ending;
+    if (last.empty() && why.empty()) why = "sent no record";
+    if (!last.empty() && !b->record.deserialize(last)) {
+        b = std::make_unique<kbit_backend>(p.name, p.path, p.source);
+        if (why.empty()) why = "sent an unreadable record";
+    }
+    if (!why.empty())
+        b->record.reject(KBIT_VERDICT_REJECTED,
+                         why + " " + running_at(b->record.pub.stage) + " (validated in a child process)");
+    b->record.set_trust(check_file_trust(p.path));
+    return b;
 }
 
 std::string plural(size_t n, const char* word) {
@@ -69,6 +136,7 @@ Discovery discover(bool only_needed) {
                     pending.push_back({path, backend_name_of(path), dir.source});
     }
 
+    const int isolate = only_needed ? 0 : isolate_seconds();
     for (size_t i = 0; i < pending.size(); ++i) {
         const Pending& p = pending[i];
         const kbit_backend* first = nullptr;
@@ -83,7 +151,7 @@ Discovery discover(bool only_needed) {
                                                         " (same backend name, earlier in the search order)");
             d.backends.push_back(std::move(b));
         } else {
-            d.backends.push_back(validate(p.path, p.name, p.source));
+            d.backends.push_back(isolate > 0 ? validate_isolated(p, isolate) : validate(p.path, p.name, p.source));
         }
     }
 
@@ -133,7 +201,11 @@ std::unique_ptr<kbit_backend> choose_default(std::string* why) {
 
 std::unique_ptr<kbit_backend> open_named(const std::string& spec, kbit_status* status, std::string* why) {
     std::unique_ptr<kbit_backend> b;
-    if (is_path(spec)) {
+    if (is_relative_path(spec)) {
+        *status = KBIT_STATUS_INVALID_ARGUMENT;
+        *why = relative_path_problem(spec);
+        return nullptr;
+    } else if (is_path(spec)) {
         b = validate(spec, backend_name_of(spec), KBIT_SOURCE_EXPLICIT);
     } else if (!valid_backend_name(spec)) {
         *status = KBIT_STATUS_INVALID_ARGUMENT;
@@ -181,6 +253,8 @@ void debug_candidate(const Candidate& c) {
                                                             (r.state == KBIT_INTERFACE_REJECTED ? " rejected" : ""));
         }
     }
+    if (!c.trust().target.empty()) line += "\n  target: " + c.trust().target;
+    for (const std::string& w : c.trust().warnings) line += "\n  warning: " + w;
     if (!c.reason().empty()) line += "\n  reason: " + c.reason();
     for (int i = 0; i < kInterfaces; ++i)
         if (c.ifaces[i].message[0] != '\0' && c.reason() != c.ifaces[i].message) line += std::string("\n  ") + interface_info(i).name + ": " + c.ifaces[i].message;

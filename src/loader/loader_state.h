@@ -23,9 +23,22 @@ struct ThreadState {
     int stub_slot = -1;
     uint64_t stub_generation = 0;
     char vendor_snapshot[512] = "";
+    // > 0 while this thread runs a backend's code for the loader (its constructors, version
+    // functions, probe, destructors). Choosing or opening backends from there would recurse.
+    int vendor_depth = 0;
 };
 
 ThreadState& thread_state() noexcept;
+
+inline bool in_vendor_code() noexcept { return thread_state().vendor_depth > 0; }
+
+// Marks a scope that runs a backend's code (validate(), and dlclose(), which runs its destructors).
+struct VendorCode {
+    VendorCode() noexcept { ++thread_state().vendor_depth; }
+    ~VendorCode() { --thread_state().vendor_depth; }
+    VendorCode(const VendorCode&) = delete;
+    VendorCode& operator=(const VendorCode&) = delete;
+};
 
 // Records "fn: <message>" as the thread's error (kbit::set_error), marks the loader as the last
 // failure source, and returns `status`.

@@ -133,7 +133,7 @@ std::string directories_text(const SearchPlan& plan) {
 }
 
 bool debug_enabled() {
-    const char* v = std::getenv("KBIT_LOADER_DEBUG");
+    const char* v = secure_getenv("KBIT_LOADER_DEBUG");  // like the path variables
     return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 

@@ -31,6 +31,13 @@ bool valid_backend_name(const std::string& name);
 // True when `spec` names a file (contains '/') rather than a backend.
 inline bool is_path(const std::string& spec) { return spec.find('/') != std::string::npos; }
 
+// A path that does not start with '/' would be looked up from the current directory, which the
+// loader never searches: it is refused with this reason.
+inline bool is_relative_path(const std::string& spec) { return is_path(spec) && spec[0] != '/'; }
+inline std::string relative_path_problem(const std::string& spec) {
+    return "'" + spec + "' is a relative path: an absolute path is needed (the current directory is never searched)";
+}
+
 // NAME for a file libkbit_NAME.so (any directory), otherwise the file name itself.
 std::string backend_name_of(const std::string& path);
 

@@ -12,6 +12,7 @@ namespace kbit::loader {
 namespace {
 
 constexpr int kNullSlot = kSlots;
+constexpr int kReentrySlot = kSlots + 1;
 
 struct Slot {
     bool used = false;
@@ -25,7 +26,7 @@ struct Slot {
     const char* (*vendor_last_error)() = nullptr;
 };
 
-Slot g_slots[kSlots + 1];
+Slot g_slots[kSlots + 2];
 std::mutex g_mutex;
 
 int acquire_slot(const kbit_backend& b) {
@@ -66,8 +67,8 @@ void stub_failed(int slot, int iface, const char* fn, uint32_t since) noexcept {
     t.vendor_snapshot[sizeof t.vendor_snapshot - 1] = '\0';
     t.stub_slot = slot;
     t.stub_generation = s.generation;
-    if (slot == kNullSlot) {
-        fail(KBIT_STATUS_NOT_IMPLEMENTED, fn, "%s", s.info.c_str());
+    if (slot == kNullSlot || slot == kReentrySlot) {
+        fail(slot == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED, fn, "%s", s.info.c_str());
         return;
     }
     const InterfaceInfo& info = interface_info(iface);
@@ -102,7 +103,7 @@ const char* merged_last_error(int slot) noexcept {
     const ThreadState& t = thread_state();
     const char* vendor = s.vendor_last_error != nullptr ? s.vendor_last_error() : nullptr;
     if (vendor == nullptr) vendor = "";
-    if (slot == kNullSlot) return kbit::last_error_message();
+    if (slot == kNullSlot || slot == kReentrySlot) return kbit::last_error_message();
     if (t.stub_slot == slot && t.stub_generation == s.generation &&
         std::strncmp(vendor, t.vendor_snapshot, sizeof t.vendor_snapshot - 1) == 0)
         return kbit::last_error_message();
@@ -128,7 +129,8 @@ struct Stub<D, S, R (*)(A...)> {
         } else {
             ((void)args, ...);
             stub_failed(S, D::iface, D::id, D::since);
-            if constexpr (D::kind == Result::Status) return KBIT_STATUS_NOT_IMPLEMENTED;
+            if constexpr (D::kind == Result::Status)
+                return S == kReentrySlot ? KBIT_STATUS_NOT_SUPPORTED : KBIT_STATUS_NOT_IMPLEMENTED;
             else if constexpr (D::kind == Result::Pointer || D::kind == Result::String) return nullptr;
             else return R{};
         }
@@ -143,7 +145,54 @@ typename D::Ptr stub_at(int slot, std::index_sequence<S...>) {
 
 template <class D>
 typename D::Ptr stub_for(int slot) {
-    return stub_at<D>(slot, std::make_index_sequence<kSlots + 1>{});
+    return stub_at<D>(slot, std::make_index_sequence<kSlots + 2>{});
+}
+
+struct Guard {
+    bool used = false;
+    int refs = 0;
+    void* handle = nullptr;
+    std::string name, path;
+    std::string info;  // what kbit_backend_info() returns instead of NULL
+    const char* (*vendor_name)() = nullptr;
+    const char* (*vendor_info)() = nullptr;
+    const char* (*vendor_status_string)(kbit_status) = nullptr;
+    const char* (*vendor_last_error)() = nullptr;
+};
+
+Guard g_guards[kGuards];
+
+// The core table's string functions of guard identity G: the vendor's answer, or a fixed string for NULL.
+template <int G>
+struct Guarded {
+    static const char* name() noexcept {
+        const char* s = g_guards[G].vendor_name();
+        return s != nullptr ? s : g_guards[G].name.c_str();
+    }
+    static const char* info() noexcept {
+        const char* s = g_guards[G].vendor_info();
+        return s != nullptr ? s : g_guards[G].info.c_str();
+    }
+    static const char* status_string(kbit_status status) noexcept {
+        const char* s = g_guards[G].vendor_status_string(status);
+        return s != nullptr ? s : kbit::status_name(status);
+    }
+    static const char* last_error() noexcept {
+        const char* s = g_guards[G].vendor_last_error();
+        return s != nullptr ? s : "";
+    }
+};
+
+template <size_t... G>
+void set_guards(core::Table& t, int g, std::index_sequence<G...>) {
+    static constexpr decltype(t.kbit_backend_name) names[] = {&Guarded<static_cast<int>(G)>::name...};
+    static constexpr decltype(t.kbit_backend_info) infos[] = {&Guarded<static_cast<int>(G)>::info...};
+    static constexpr decltype(t.kbit_status_string) statuses[] = {&Guarded<static_cast<int>(G)>::status_string...};
+    static constexpr decltype(t.kbit_last_error_message) errors[] = {&Guarded<static_cast<int>(G)>::last_error...};
+    t.kbit_backend_name = names[g];
+    t.kbit_backend_info = infos[g];
+    t.kbit_status_string = statuses[g];
+    t.kbit_last_error_message = errors[g];
 }
 
 bool needs_stubs(const kbit_backend& b) {
@@ -184,6 +233,50 @@ bool install_stubs(kbit_backend& b, std::string* error) {
     return true;
 }
 
+bool install_guards(kbit_backend& b, std::string* error) {
+    if (b.guard >= 0) return true;
+    core::Table& t = b.tables.core;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    int found = -1;
+    for (int i = 0; i < kGuards && found < 0; ++i)
+        if (g_guards[i].used && g_guards[i].handle == b.handle && g_guards[i].name == b.record.name() &&
+            g_guards[i].path == b.record.path())
+            found = i;
+    for (int i = 0; i < kGuards && found < 0; ++i) {
+        Guard& g = g_guards[i];
+        if (g.used) continue;
+        g.used = true;
+        g.handle = b.handle;
+        g.name = b.record.name();
+        g.path = b.record.path();
+        g.info = "(kbit_backend_info() of " + g.path + " returned NULL)";
+        g.vendor_name = t.kbit_backend_name;
+        g.vendor_info = t.kbit_backend_info;
+        g.vendor_status_string = t.kbit_status_string;
+        g.vendor_last_error = t.kbit_last_error_message;
+        found = i;
+    }
+    if (found < 0) {
+        *error = b.record.path() + ": cannot be opened now: " + std::to_string(kGuards) +
+                 " other backend files are open (close one first)";
+        return false;
+    }
+    ++g_guards[found].refs;
+    b.guard = found;
+    set_guards(t, found, std::make_index_sequence<kGuards>{});
+    return true;
+}
+
+void release_guard(int guard) {
+    if (guard < 0) return;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Guard& g = g_guards[guard];
+    if (--g.refs == 0) {
+        g.used = false;
+        g.handle = nullptr;
+    }
+}
+
 void release_slot(int slot) {
     if (slot < 0 || slot >= kSlots) return;
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -203,6 +296,19 @@ int null_slot(const std::string& reason) {
     s.name = "none";
     s.info = "no kbit backend is available: " + reason;
     return kNullSlot;
+}
+
+int reentry_slot() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Slot& s = g_slots[kReentrySlot];
+    if (!s.used) {
+        s.used = true;
+        ++s.generation;
+        s.name = "(choosing)";
+        s.info = "called from a backend's probe, constructor or destructor before libkbit.so has chosen its "
+                 "default backend";
+    }
+    return kReentrySlot;
 }
 
 }  // namespace kbit::loader

@@ -62,6 +62,10 @@ best = max(c["score"] for c in usable)
 check(info["default"] == next(c["name"] for c in usable if c["score"] == best), "default = first of the highest score")
 check(sum(c["default"] for c in info["candidates"]) == 1, "exactly one candidate marked default")
 
+# --isolate (each candidate validated in a child process) reports the same records.
+rc, out, _ = run("info", "--json", "--isolate", KBIT_BACKEND_PATH=FAKES)
+check(rc == 0 and json.loads(out) == info, "--isolate gives the same report")
+
 # Text mode shows reasons and per-interface messages of the same candidates.
 rc, out, _ = run("info", KBIT_BACKEND_PATH=FAKES)
 check(f"    reason:      {FAKES}/libkbit_probe0.so: kbit_backend_probe() returned 0" in out, "text reason")
@@ -83,7 +87,9 @@ check(rc == 0 and re.search(r"^  info +show the loader", out, re.M), "help lists
 rc, _, err = run("frobnicate")
 check(rc == 2 and err.startswith("kbit: unknown command 'frobnicate'"), "unknown command -> 2")
 rc, _, err = run("info", "--bogus")
-check(rc == 2 and err == "usage: kbit info [--json]\n", "bad option -> 2")
+check(rc == 2 and err == "usage: kbit info [--json] [--isolate[=SECONDS]]\n", "bad option -> 2")
+rc, _, err = run("info", "--isolate=0")
+check(rc == 2, "--isolate=0 -> 2")
 rc, _, _ = run()
 check(rc == 2, "no command -> 2")
 

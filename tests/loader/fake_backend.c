@@ -11,6 +11,16 @@
  *   FAKE_NEXT_MINOR_FN    also define kbit_next_minor_test_fn, the 4-bit 1.1 function of the test
  *                         loader kbit_next (tests/loader/CMakeLists.txt)
  *   FAKE_MINIMAL          only the core version symbol, no C library (for builds of other architectures)
+ *   FAKE_NULL_STRINGS     kbit_backend_name, _info, kbit_status_string and kbit_last_error_message
+ *                         return NULL (which the contract forbids)
+ *   FAKE_PROBE_ABORT, FAKE_PROBE_SEGV, FAKE_PROBE_HANG  kbit_backend_probe() calls abort(), writes
+ *                         to an unmapped address, or never returns
+ *   FAKE_PROBE_EXIT       kbit_backend_probe() calls exit(FAKE_PROBE_EXIT)
+ *   FAKE_CONSTRUCTOR_ABORT  an ELF constructor calls abort() (in dlopen)
+ *   FAKE_PROBE_REENTER    kbit_backend_probe() calls back into the libkbit.so that probes it (found from
+ *                         its return address) and records the answers (kbit_fake_reentry())
+ *   FAKE_DESTRUCTOR_REENTER  an ELF destructor calls kbit_backend_name() of the libkbit.so that probed
+ *                         the backend and prints the answer to stderr
  *
  * A function is left out by renaming it on the command line (-D<function>=fake_omitted_<function>),
  * which keeps the X-macro generation below untouched.
@@ -20,6 +30,7 @@
  * the status is not 0), setting the fake's thread-local error message on failure, so tests can tell
  * which backend answered a call and whose message kbit_last_error_message() reports.
  */
+#define _GNU_SOURCE /* dladdr (FAKE_PROBE_REENTER, FAKE_DESTRUCTOR_REENTER) */
 #include "kbit/kbit.h"
 
 #ifndef FAKE_NAME
@@ -42,6 +53,7 @@ KBIT_API uint32_t kbit_core_interface_version(void) { return FAKE_CORE_VERSION; 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static atomic_int g_probe_calls;
 static atomic_int g_result;
@@ -63,8 +75,95 @@ KBIT_API const char* kbit_fake_last_call(void) { return atomic_load(&g_last_call
 extern int fake_symbol_nobody_defines;
 #endif
 
+#if defined(FAKE_PROBE_REENTER) || defined(FAKE_DESTRUCTOR_REENTER)
+#include <dlfcn.h>
+
+/* The library whose code is at `caller` (the probe's return address: the libkbit.so probing this
+ * backend), or NULL; dlclose() it after use. */
+static void* fake_loader_at(void* caller) {
+    Dl_info info;
+    return dladdr(caller, &info) != 0 && info.dli_fname != NULL ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)
+                                                                 : NULL;
+}
+#endif
+
+#ifdef FAKE_PROBE_REENTER
+static char g_reentry[2048];
+
+/** What the probe's calls into libkbit.so returned (FAKE_PROBE_REENTER), one "call: result" a line. */
+KBIT_API const char* kbit_fake_reentry(void) { return g_reentry; }
+
+/* Calls the trampolines and the loader API of the libkbit.so whose code is at `caller`. */
+static void fake_reenter(void* caller) {
+    void* h = fake_loader_at(caller);
+    if (h == NULL) {
+        snprintf(g_reentry, sizeof g_reentry, "the probe's caller is not a loaded library");
+        return;
+    }
+    const char* (*name)(void) = (const char* (*)(void))dlsym(h, "kbit_backend_name");
+    const char* (*binfo)(void) = (const char* (*)(void))dlsym(h, "kbit_backend_info");
+    const char* (*message)(void) = (const char* (*)(void))dlsym(h, "kbit_last_error_message");
+    const char* (*status_string)(kbit_status) = (const char* (*)(kbit_status))dlsym(h, "kbit_status_string");
+    kbit_status (*dmalloc)(void**, size_t) = (kbit_status (*)(void**, size_t))dlsym(h, "kbit_device_malloc");
+    kbit_status (*deflt)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_default");
+    kbit_status (*lopen)(const char*, void**) = (kbit_status (*)(const char*, void**))dlsym(h, "kbit_loader_open");
+    kbit_status (*discover)(void**) = (kbit_status (*)(void**))dlsym(h, "kbit_loader_discover");
+    void* p = NULL;
+    int n = snprintf(g_reentry, sizeof g_reentry, "kbit_backend_name: %s\nkbit_backend_info: %s\n", name(), binfo());
+    const kbit_status s = dmalloc(&p, 16);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_device_malloc: %s: %s\n", status_string(s), message());
+    const kbit_status d = deflt(&p);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_default: %d: %s\n", (int)d, message());
+    const kbit_status o = lopen(NULL, &p);
+    n += snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_open: %d: %s\n", (int)o, message());
+    const kbit_status r = discover(&p);
+    snprintf(g_reentry + n, sizeof g_reentry - n, "kbit_loader_discover: %d: %s\n", (int)r, message());
+    dlclose(h);
+}
+#endif
+
+#ifdef FAKE_DESTRUCTOR_REENTER
+static const char* (*g_loader_name)(void);
+
+static void fake_remember_loader(void* caller) {
+    void* h = fake_loader_at(caller);
+    if (h == NULL) return;
+    g_loader_name = (const char* (*)(void))dlsym(h, "kbit_backend_name");
+    dlclose(h);
+}
+
+__attribute__((destructor)) static void fake_destructor(void) {
+    Dl_info info;
+    if (g_loader_name != NULL && dladdr((void*)g_loader_name, &info) != 0)  /* that loader is still there */
+        fprintf(stderr, "destructor: kbit_backend_name: %s\n", g_loader_name());
+}
+#endif
+
+#ifdef FAKE_CONSTRUCTOR_ABORT
+__attribute__((constructor)) static void fake_constructor(void) { abort(); }
+#endif
+
 KBIT_API int32_t kbit_backend_probe(void) {
     atomic_fetch_add(&g_probe_calls, 1);
+#ifdef FAKE_PROBE_ABORT
+    abort();
+#endif
+#ifdef FAKE_PROBE_SEGV
+    volatile int* volatile nowhere = (volatile int*)16; /* unmapped; volatile: a real store */
+    *nowhere = 1;
+#endif
+#ifdef FAKE_PROBE_EXIT
+    exit(FAKE_PROBE_EXIT);
+#endif
+#ifdef FAKE_PROBE_HANG
+    for (;;) pause();
+#endif
+#ifdef FAKE_PROBE_REENTER
+    fake_reenter(__builtin_return_address(0));
+#endif
+#ifdef FAKE_DESTRUCTOR_REENTER
+    fake_remember_loader(__builtin_return_address(0));
+#endif
 #ifdef FAKE_UNDEFINED_REFERENCE
     return fake_symbol_nobody_defines;
 #else
@@ -72,6 +171,12 @@ KBIT_API int32_t kbit_backend_probe(void) {
 #endif
 }
 
+#ifdef FAKE_NULL_STRINGS
+KBIT_API const char* kbit_backend_name(void) { return NULL; }
+KBIT_API const char* kbit_backend_info(void) { return NULL; }
+KBIT_API const char* kbit_status_string(kbit_status status) { return NULL; }
+KBIT_API const char* kbit_last_error_message(void) { return NULL; }
+#else
 KBIT_API const char* kbit_backend_name(void) { return FAKE_NAME; }
 
 KBIT_API const char* kbit_backend_info(void) { return "fake backend " FAKE_NAME " for the loader tests"; }
@@ -81,6 +186,7 @@ KBIT_API const char* kbit_status_string(kbit_status status) {
 }
 
 KBIT_API const char* kbit_last_error_message(void) { return t_message; }
+#endif
 
 KBIT_API kbit_status kbit_device_malloc(void** ptr, size_t bytes) {
     if (ptr == NULL) {

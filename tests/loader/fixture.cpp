@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -18,7 +19,8 @@ namespace fs = std::filesystem;
 namespace loader_test {
 namespace {
 
-const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG"};
+const char* const kVariables[] = {"KBIT_BACKEND", "KBIT_BACKEND_PATH", "KBIT_LOADER_DEBUG", "KBIT_LOG",
+                                  "KBIT_LOADER_ISOLATE"};
 
 std::string canonical(const std::string& p) { return fs::canonical(p).string(); }
 
@@ -41,12 +43,14 @@ TempDir::~TempDir() {
 std::string TempDir::add(const std::string& file, const std::string& as) const {
     const std::string target = path_ + "/" + (as.empty() ? fs::path(file).filename().string() : as);
     fs::copy_file(file, target, fs::copy_options::overwrite_existing);
+    fs::permissions(target, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
     return target;
 }
 
 std::string TempDir::subdir(const std::string& name) const {
     const std::string dir = path_ + "/" + name;
     fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
     return canonical(dir);
 }
 
@@ -98,7 +102,28 @@ Opened open_backend(const Loader& loader, const char* spec) {
     return {status, b, status == KBIT_STATUS_SUCCESS ? std::string() : loader.last_error()};
 }
 
+CommandResult run_kbit(const std::string& dir, const std::string& args) {
+    const std::string loader = dir + "/libkbit.so";
+    if (!fs::exists(loader)) fs::copy_file(KBIT_TEST_LOADER, loader);
+    return run_command("LD_LIBRARY_PATH='" + dir + "' '" KBIT_TEST_CLI "' " + args);
+}
+
+CommandResult run_command(const std::string& command) {
+    std::fflush(nullptr);
+    FILE* p = popen((command + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
 std::string fake(const std::string& variant) { return std::string(KBIT_TEST_FAKE_DIR) + "/libkbit_" + variant + ".so"; }
+
+std::string crashing_fake(const std::string& variant) {
+    return std::string(KBIT_TEST_FAKE_DIR) + "/crashing/libkbit_" + variant + ".so";
+}
 
 FakeControls::FakeControls(const std::string& path) {
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);

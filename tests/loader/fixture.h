@@ -27,7 +27,9 @@ public:
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
     const std::string& path() const { return path_; }
-    // Copies `file` into the directory (as `as`, default its own name); returns the new path.
+    // Copies `file` into the directory (as `as`, default its own name); returns the new path. Copies
+    // and subdirectories are writable by their owner only (the loader warns otherwise), whatever
+    // the umask of the build.
     std::string add(const std::string& file, const std::string& as = "") const;
     // Creates a subdirectory (canonical path returned).
     std::string subdir(const std::string& name) const;
@@ -36,7 +38,8 @@ private:
     std::string path_;
 };
 
-// Clears KBIT_BACKEND, KBIT_BACKEND_PATH and KBIT_LOADER_DEBUG for a scenario and restores them after.
+// Clears KBIT_BACKEND, KBIT_BACKEND_PATH, KBIT_LOADER_DEBUG, KBIT_LOG and KBIT_LOADER_ISOLATE for a
+// scenario and restores them after.
 class Env {
 public:
     Env();
@@ -88,8 +91,21 @@ R call_with_zeros(R (*fn)(A...)) {
     return fn(A{}...);
 }
 
+// The `kbit` command run with the loader copy in `dir` (copied there if absent; LD_LIBRARY_PATH), so
+// that it sees the scenario's backends only. `args` is shell text.
+struct CommandResult {
+    int status;  // exit status, or 128 + the signal that killed it
+    std::string output;  // stdout and stderr
+};
+CommandResult run_kbit(const std::string& dir, const std::string& args);
+
+// A shell command, with stderr into the output.
+CommandResult run_command(const std::string& command);
+
 // Path of a fake variant: <build>/tests/loader/fakes/libkbit_<variant>.so.
 std::string fake(const std::string& variant);
+// Path of a fake that crashes, exits or hangs: <build>/tests/loader/fakes/crashing/libkbit_<variant>.so.
+std::string crashing_fake(const std::string& variant);
 
 // The test controls of a fake that is already loaded (by a loader) at `path`.
 class FakeControls {

@@ -1,5 +1,6 @@
 // Discovery: the search order (KBIT_BACKEND > KBIT_BACKEND_PATH > the loader's directory, never the
 // current directory), shadowing, the default choice, the report API and KBIT_LOADER_DEBUG output.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -244,6 +245,121 @@ TEST_CASE("discovery: never the current directory", "[discovery]") {
     CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
     CHECK(o.message == "kbit_loader_open: no backend 'best': libkbit_best.so is not in " + dir.path());
     REQUIRE(chdir(saved) == 0);
+}
+
+TEST_CASE("discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is refused", "[discovery]") {
+    // Before: it was opened from the current directory.
+    TempDir dir;
+    Env env;
+    const std::string cwd = dir.subdir("cwd");
+    dir.add(fake("best"), "cwd/libkbit_best.so");
+    dir.subdir("cwd/rel");
+    dir.add(fake("best"), "cwd/rel/libkbit_best.so");
+    dir.add(fake("good"));
+    char saved[4096];
+    REQUIRE(getcwd(saved, sizeof saved) != nullptr);
+    REQUIRE(chdir(cwd.c_str()) == 0);
+    Loader l(dir.path());
+    for (const std::string rel : {"./libkbit_best.so", "rel/libkbit_best.so"}) {
+        INFO(rel);
+        const std::string why = "'" + rel + "' is a relative path: an absolute path is needed (the current "
+                                "directory is never searched)";
+        Opened o = open_backend(l, rel.c_str());
+        CHECK(o.status == KBIT_STATUS_INVALID_ARGUMENT);
+        CHECK(o.backend == nullptr);
+        CHECK(o.message == "kbit_loader_open: " + why);
+        env.set("KBIT_BACKEND", rel);
+        Report rep(l);
+        CHECK(rep.chosen() == nullptr);
+        CHECK(rep.summary() == "no default backend: KBIT_BACKEND=" + why);
+        o = open_backend(l, nullptr);
+        CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
+        CHECK(o.message == "kbit_loader_open: no default backend: KBIT_BACKEND=" + why);
+    }
+    // The trampolines report it too (the choice is made once: with the last value).
+    CHECK(std::string(l.sym<const char* (*)(void)>("kbit_backend_name")()) == "none");
+    CHECK(l.sym<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
+    CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND='rel/libkbit_best.so' "
+                            "is a relative path: an absolute path is needed (the current directory is never searched)");
+    REQUIRE(chdir(saved) == 0);
+}
+
+TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID programs", "[discovery]") {
+    // Before: both were read with getenv, so a set-user-ID program printed the loader's diagnostics
+    // for whoever ran it. libkbit.so reads no variable with getenv any more...
+    const CommandResult nm = run_command("nm -D --undefined-only '" KBIT_TEST_LOADER "'");
+    REQUIRE(nm.status == 0);
+    CHECK_THAT(nm.output, Catch::Contains(" secure_getenv"));
+    CHECK_THAT(nm.output, !Catch::Contains(" getenv"));
+    // ...and a set-user-ID copy of a program that uses it prints nothing (as root: owned by nobody).
+    Env env;
+    env.set("KBIT_LOADER_DEBUG", "1");
+    env.set("KBIT_LOG", "1");
+    const CommandResult plain = run_command("'" KBIT_TEST_SECURE_ENV "'");
+    CHECK_THAT(plain.output, Catch::StartsWith("secure 0\n"));
+    CHECK_THAT(plain.output, Catch::Contains("kbit: kbit_loader_open: 'no such backend!' is neither"));
+    CHECK_THAT(plain.output, Catch::Contains("kbit loader: search: loader directory "));
+    if (geteuid() != 0) {
+        WARN("not root: the set-user-ID run is skipped");
+        return;
+    }
+    TempDir dir;
+    const std::string copy = dir.add(KBIT_TEST_SECURE_ENV);
+    REQUIRE(chown(copy.c_str(), 65534, 65534) == 0);
+    REQUIRE(chmod(copy.c_str(), 04755) == 0);
+    const CommandResult setuid = run_command("'" + copy + "'");
+    if (setuid.output.rfind("secure 1\n", 0) != 0) {
+        WARN("the set-user-ID copy did not run with AT_SECURE (nosuid?): " << setuid.output);
+        return;
+    }
+    CHECK_THAT(setuid.output, !Catch::Contains("kbit: ") && !Catch::Contains("kbit loader: "));
+}
+
+TEST_CASE("discovery: files and directories others may write, and symlinks' targets, are shown", "[discovery]") {
+    // Before: nothing said that anyone could replace the code this process runs, and a symlinked
+    // backend showed only the link's path.
+    TempDir dir;
+    Env env;
+    const std::string open = dir.subdir("open"), links = dir.subdir("links");
+    dir.subdir("real");
+    const std::string shared = dir.add(fake("good"), "open/libkbit_good.so");
+    const std::string target = dir.add(fake("best"), "real/libkbit_best.so");
+    const std::string link = links + "/libkbit_best.so";
+    REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+    REQUIRE(chmod(shared.c_str(), 0666) == 0);
+    REQUIRE(chmod(open.c_str(), 0777) == 0);
+    REQUIRE(chmod(target.c_str(), 0664) == 0);
+    env.set("KBIT_BACKEND_PATH", open + ":" + links);
+    const std::string warn_dir = "directory " + open + " is writable by group and others (mode 0777)";
+    const std::string warn_file = "file " + shared + " is writable by group and others (mode 0666)";
+    const std::string warn_target = "file " + target + " is writable by its group (mode 0664)";
+    Loader l(dir.path());
+
+    StderrCapture err;
+    env.set("KBIT_LOADER_DEBUG", "1");
+    {
+        Report rep(l);
+        REQUIRE(rep.count() == 2);
+        CHECK(rep.at(0).verdict == KBIT_VERDICT_USABLE);  // a warning, not a rejection
+        CHECK(rep.at(1).verdict == KBIT_VERDICT_USABLE);
+        CHECK(std::string(rep.at(1).path) == link);
+    }
+    const std::string out = err.finish();
+    CHECK_THAT(out, Catch::Contains("probe score 5; interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n"
+                                    "  warning: " + warn_dir + "\n  warning: " + warn_file + "\n"));
+    CHECK_THAT(out, Catch::Contains("probe score 50; interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n"
+                                    "  target: " + target + "\n  warning: " + warn_target + "\n"));
+
+    env.unset("KBIT_LOADER_DEBUG");
+    const CommandResult info = run_kbit(dir.path(), "info");
+    INFO(info.output);
+    CHECK(info.status == 0);
+    CHECK_THAT(info.output, Catch::Contains("    warning:     " + warn_dir + "\n    warning:     " + warn_file + "\n"));
+    CHECK_THAT(info.output, Catch::Contains("    file:        " + link + "\n    target:      " + target + "\n"));
+    CHECK_THAT(info.output, Catch::Contains("    warning:     " + warn_target + "\n"));
+    const CommandResult json = run_kbit(dir.path(), "info --json");
+    CHECK_THAT(json.output, Catch::Contains("\"target\": \"" + target + "\""));
+    CHECK_THAT(json.output, Catch::Contains("\"" + warn_file + "\""));
 }
 
 TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason", "[discovery]") {

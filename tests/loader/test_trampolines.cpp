@@ -180,3 +180,58 @@ TEST_CASE("trampolines: the default backend is chosen once and owned by the load
     CHECK(l.api.kbit_loader_close(o.backend) == KBIT_STATUS_SUCCESS);
     CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
 }
+
+TEST_CASE("trampolines: a probe that calls back into libkbit.so before the default is chosen gets a clear status",
+          "[trampolines]") {
+    // Before: the trampoline re-entered the choice's function-local static and C++ terminated the
+    // process (recursive_init_error); kbit_loader_open(NULL) from a probe recursed without end.
+    TempDir dir;
+    Env env;
+    const std::string path = dir.add(fake("reenter"));
+    Loader l(dir.path());
+    const std::string early =
+        "called from a backend's probe, constructor or destructor before libkbit.so has chosen its default backend";
+    const std::string validating =
+        "called from a backend's probe, constructor or destructor (libkbit.so would validate backends again, recursively)";
+    const std::string expected =
+        "kbit_backend_name: (choosing)\n"
+        "kbit_backend_info: " + early + "\n"
+        "kbit_device_malloc: KBIT_STATUS_NOT_SUPPORTED: kbit_device_malloc: " + early + "\n"
+        "kbit_loader_default: 100: kbit_loader_default: " + early + "\n"
+        "kbit_loader_open: 100: kbit_loader_open: " + validating + "\n"
+        "kbit_loader_discover: 100: kbit_loader_discover: " + validating + "\n";
+    SECTION("during the choice (first trampoline call)") {
+        CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "reenter");
+        FakeControls fc(path);
+        CHECK(fc.probe_calls() == 1);
+        CHECK(reinterpret_cast<Text>(dlsym(fc.handle, "kbit_fake_reentry"))() == expected);
+    }
+    SECTION("during kbit_loader_discover(), then the choice") {
+        kbit_loader_report* r = nullptr;
+        REQUIRE(l.api.kbit_loader_discover(&r) == KBIT_STATUS_SUCCESS);
+        CHECK(l.api.kbit_loader_report_default(r) != nullptr);
+        l.api.kbit_loader_report_free(r);
+        CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "reenter");
+        FakeControls fc(path);  // loaded again by the choice
+        CHECK(reinterpret_cast<Text>(dlsym(fc.handle, "kbit_fake_reentry"))() == expected);
+    }
+    // Once chosen, the trampolines forward as usual.
+    void* p = nullptr;
+    CHECK(l.sym<kbit_status (*)(void**, size_t)>("kbit_device_malloc")(&p, 8) == KBIT_STATUS_SUCCESS);
+    l.sym<kbit_status (*)(void*)>("kbit_device_free")(p);
+}
+
+TEST_CASE("trampolines: a destructor that calls back into libkbit.so while the default is chosen gets a stand-in",
+          "[trampolines]") {
+    // The choice unloads the candidates it does not keep; before, a destructor's trampoline call
+    // re-entered the choice (recursive_init_error, terminate).
+    TempDir dir;
+    Env env;
+    dir.add(fake("best"));
+    const std::string other = dir.add(fake("dtorreenter"));
+    Loader l(dir.path());
+    StderrCapture err;
+    CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
+    CHECK(err.finish() == "destructor: kbit_backend_name: (choosing)\n");
+    CHECK_FALSE(is_mapped(other));
+}

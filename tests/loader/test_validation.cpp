@@ -15,13 +15,21 @@ using namespace loader_test;
 
 namespace {
 
-// Every member of a table is the fake's own function of that name (one vendor per interface).
+// The four string functions of a core table are the loader's guards (they never return NULL).
+bool is_string_function(const std::string& name) {
+    return name == "kbit_backend_name" || name == "kbit_backend_info" || name == "kbit_status_string" ||
+           name == "kbit_last_error_message";
+}
+
+// Every member of a table is the fake's own function of that name (one vendor per interface), but
+// for the string functions: loader guards that forward to the fake's.
 template <class Table>
 void check_table_is_fakes(const Table* t, void* fake_handle, const char* const* names, size_t count) {
     auto* members = reinterpret_cast<void* const*>(reinterpret_cast<const char*>(t) + offsetof(kbit_core_table, kbit_backend_probe));
     for (size_t i = 0; i < count; ++i) {
         INFO(names[i]);
-        CHECK(members[i] == dlsym(fake_handle, names[i]));
+        if (is_string_function(names[i])) CHECK(members[i] != dlsym(fake_handle, names[i]));
+        else CHECK(members[i] == dlsym(fake_handle, names[i]));
     }
 }
 
@@ -100,6 +108,9 @@ TEST_CASE("validation: a complete backend yields tables of its own functions", "
 
     FakeControls fc(path);
     check_table_is_fakes(core, fc.handle, kCore, std::size(kCore));
+    CHECK(std::string(core->kbit_backend_name()) == "good");
+    CHECK(std::string(core->kbit_backend_info()) == "fake backend good for the loader tests");
+    CHECK(std::string(core->kbit_status_string(KBIT_STATUS_SUCCESS)) == "FAKE_SUCCESS");
     check_table_is_fakes(t4, fc.handle, k4bit, std::size(k4bit));
     check_table_is_fakes(t8, fc.handle, k8bit, std::size(k8bit));
     check_table_is_fakes(o8, fc.handle, kOptim8, std::size(kOptim8));
@@ -459,4 +470,49 @@ TEST_CASE("validation: a backend of an older minor gets stubs for the newer func
     CHECK(trampoline(1) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend good (" + good +
                                 "), whose 4bit interface is 1.0 (kbit_next_minor_test_fn is 4bit 1.1)");
+}
+
+TEST_CASE("validation: string functions that return NULL reach no caller as NULL", "[validation]") {
+    using Text = const char* (*)(void);
+    // Before: NULL went through the tables and the trampolines, and `kbit info` aborted
+    // (std::logic_error from std::string(NULL)).
+    TempDir dir;
+    Env env;
+    const std::string path = dir.add(fake("nullstrings"));
+    const std::string info = "(kbit_backend_info() of " + path + " returned NULL)";
+    Loader l(dir.path());
+    auto text = [](const char* s) {
+        REQUIRE(s != nullptr);
+        return std::string(s);
+    };
+    SECTION("an explicit table") {
+        Opened o = open_backend(l, path.c_str());
+        REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+        const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
+        CHECK(text(core->kbit_backend_name()) == "nullstrings");
+        CHECK(text(core->kbit_backend_info()) == info);
+        CHECK(text(core->kbit_status_string(KBIT_STATUS_DEVICE_ERROR)) == "KBIT_STATUS_DEVICE_ERROR");
+        CHECK(text(core->kbit_last_error_message()).empty());
+        l.api.kbit_loader_close(o.backend);
+    }
+    SECTION("the trampolines") {
+        CHECK(text(l.sym<Text>("kbit_backend_name")()) == "nullstrings");
+        CHECK(text(l.sym<Text>("kbit_backend_info")()) == info);
+        CHECK(text(l.sym<const char* (*)(kbit_status)>("kbit_status_string")(KBIT_STATUS_OUT_OF_MEMORY)) ==
+              "KBIT_STATUS_OUT_OF_MEMORY");
+        FakeControls fc(path);
+        fc.set_result(KBIT_STATUS_DEVICE_ERROR);
+        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
+                  "cquantize_blockwise_fp32_nf4")) == KBIT_STATUS_DEVICE_ERROR);
+        CHECK(text(l.last_error_fn()).empty());
+    }
+    SECTION("kbit info") {
+        CommandResult r = run_kbit(dir.path(), "info");
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.output, Catch::Contains("    info:        " + info + "\n"));
+        r = run_kbit(dir.path(), "info --json");
+        CHECK(r.status == 0);
+        CHECK_THAT(r.output, Catch::Contains("\"info\": \"" + info + "\""));
+    }
 }
