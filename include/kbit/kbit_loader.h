@@ -205,14 +205,17 @@ KBIT_API uint32_t kbit_loader_interface_version(void);
  * Opens and validates one backend. Each call returns a new handle, independent of the trampolines'
  * default backend and of other handles (the same file is mapped only once by the dynamic linker).
  * @param backend  host memory: NULL or "" = the default choice (KBIT_BACKEND if set, otherwise the
- *                 highest probe score of all candidates); a string containing '/' = the path of a
- *                 backend file; anything else = a backend name (letters, digits, '_', '-'), looked up
- *                 as libkbit_<name>.so in KBIT_BACKEND_PATH, then beside libkbit.so.
+ *                 highest probe score of all candidates); a string starting with '/' = the absolute
+ *                 path of a backend file (a relative one, containing '/' elsewhere, is refused: the
+ *                 current directory is never searched); anything else = a backend name (letters,
+ *                 digits, '_', '-'), looked up as libkbit_<name>.so in KBIT_BACKEND_PATH, then beside
+ *                 libkbit.so.
  * @param[out] out host memory: receives the handle; set to NULL on failure.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (out is NULL, malformed name);
- *         KBIT_STATUS_NOT_SUPPORTED (not found, rejected by a validation stage, probe score <= 0, or
- *         16 other backend files that need stubs are open already: the message names the file and
- *         the reason); KBIT_STATUS_OUT_OF_MEMORY.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (out is NULL, malformed name, relative
+ *         path); KBIT_STATUS_NOT_SUPPORTED (not found, rejected by a validation stage, probe score
+ *         <= 0, 16 other backend files that need stubs or 64 with string guards are open already,
+ *         or called from a backend's probe, constructor or destructor while the loader is choosing
+ *         its default: the message names the file and the reason); KBIT_STATUS_OUT_OF_MEMORY.
  * @since loader 1.0
  */
 KBIT_API kbit_status kbit_loader_open(const char* backend, kbit_backend** out);
