@@ -20,6 +20,11 @@ void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned c
     c.must_fail(!is_blocksize(bs), "unsupported blocksize");
     c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
     c.run([&] { return f(code, A, absmax, out, bs, n); });
 }
 
@@ -36,6 +41,10 @@ void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, floa
     c.must_fail(!is_blocksize(bs), "unsupported blocksize");
     c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
     c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
 }
 
@@ -117,6 +126,10 @@ void quantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const void*, floa
     c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", A, "A");
+    }
     c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
 }
 
@@ -134,6 +147,10 @@ void dequantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const uint8_t*,
     c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
     c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
 }
 

@@ -31,6 +31,12 @@ void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned c
     c.must_fail(n < 0 || !is_blocksize(bs), "n < 0 or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", A, "A");
+        c.maybe_overlap(out, "out", code, "code");
+        c.maybe_overlap(absmax, "absmax", code, "code");
+    }
     c.run([&] { return f(code, A, absmax, out, bs, n); });
 }
 
@@ -46,6 +52,11 @@ void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, floa
     c.must_fail(n < 0 || !is_blocksize(bs), "n < 0 or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+        c.maybe_overlap(out, "out", code, "code");
+    }
     c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
 }
 
@@ -62,6 +73,10 @@ void quantize_8bit(Call& c, decltype(&kbit_quantize_blockwise_8bit) f) {
     c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", code, "code");
+    }
     c.run([&] { return f(dtype, code, A, absmax, out, bs, n, stream); });
 }
 
@@ -77,6 +92,10 @@ void dequantize_8bit(Call& c, decltype(&kbit_dequantize_blockwise_8bit) f) {
     c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", code, "code");
+    }
     c.run([&] { return f(dtype, code, A, absmax, out, bs, n, stream); });
 }
 
@@ -103,19 +122,19 @@ struct Context {
     std::unique_ptr<uint64_t[]> foreign;
     Context(Call& c) {
         switch (c.note("context_kind", c.in().u8() % 8)) {
-            case 0: break;  // NULL
-            case 1: {       // destroyed
+            case 5: break;  // NULL
+            case 6: {       // destroyed
                 kbit_context* d = get_context();
                 if (d == nullptr) c.report("get_context() returned NULL");
                 if (kbit_context_destroy(d) != KBIT_STATUS_SUCCESS) c.report("kbit_context_destroy of a live context failed");
                 ptr = d;
                 break;
             }
-            case 2:
+            case 7:
                 foreign.reset(new uint64_t[4]());
                 ptr = reinterpret_cast<kbit_context*>(foreign.get());
                 break;
-            default:
+            default:  // 0-4: live
                 ptr = get_context();
                 if (ptr == nullptr) c.report("get_context() returned NULL");
                 live = true;

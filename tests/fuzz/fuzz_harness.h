@@ -11,7 +11,8 @@
 //   - ASan/UBSan (the backend's sources are compiled with them) report nothing.
 // A violation prints the function, its scalars and the buffer, then aborts (libFuzzer saves the input).
 //
-// Buffers. Each pointer argument is decided by one input byte: NULL (1 in 8), or an allocation of
+// Buffers. Each pointer argument is decided by one input byte: NULL (1 in 8; an input that has run out
+// reads zeros, which give buffers and no overlaps, so short inputs make valid calls), or an allocation of
 // exactly the contract's byte count, optionally starting a few elements into a larger block (the ABI
 // requires only element alignment) but always ending at the allocation's end, so ASan flags the first
 // byte beyond the contract. Where the scalars make the contract meaningless (negative sizes, division by
@@ -38,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <typeindex>
+#include <type_traits>
 #include <typeinfo>
 #include <vector>
 
@@ -260,7 +262,7 @@ public:
     T* buf(const char* name, Role role, Sz count, Table table = Table::Any) {
         const uint8_t choice = r_.u8();
         const Sz bytes = count * Sz(sizeof(T));
-        if ((choice & 7) == 0 || (bytes.ok() && !bytes.fits(kCapBytes))) {
+        if ((choice & 7) == 7 || (bytes.ok() && !bytes.fits(kCapBytes))) {
             log_ += std::string(" ") + name + "=NULL";
             return nullptr;
         }
@@ -285,6 +287,29 @@ public:
     template <class T>
     T* ignored(const char* name) {
         return buf<T>(name, Role::In, Sz(r_.coin() ? 0 : 1));
+    }
+
+    // Sometimes (1 in 16, by the input) moves output pointer `p` into the non-empty buffer `over` (at an
+    // element-aligned offset from the input): ABI.md's aliasing rule, which the blockwise (de)quantizers
+    // check, so such a call must fail and leave both untouched. `p` keeps its own contract size, so a
+    // call wrongly accepted may also run past `over`'s end (ASan).
+    template <class T>
+    void maybe_overlap(T*& p, const char* name, const void* over, const char* over_name) {
+        const uint8_t b = r_.u8();
+        if (b % 16 != 15 || p == nullptr || over == nullptr) return;
+        const Buffer* target = nullptr;
+        for (const Buffer& buf : bufs_)
+            if (buf.ptr == over) target = &buf;
+        if (target == nullptr || target->bytes == 0) return;
+        uintptr_t at = reinterpret_cast<uintptr_t>(target->ptr) + r_.u16() % static_cast<uint64_t>(target->bytes);
+        constexpr size_t align = alignof(std::conditional_t<std::is_void<T>::value, float, T>);  // void*: fp32/16-bit
+        at -= at % align;
+        if (at < reinterpret_cast<uintptr_t>(target->ptr)) at += align;
+        if (at >= reinterpret_cast<uintptr_t>(target->ptr) + static_cast<uint64_t>(target->bytes)) return;
+        p = reinterpret_cast<T*>(at);
+        log_ += std::string(" ") + name + "=inside " + over_name + "+" +
+                std::to_string(at - reinterpret_cast<uintptr_t>(target->ptr));
+        must_fail(true, "an output overlaps another buffer");
     }
 
     // The contract says the call is invalid: it must fail.
