@@ -551,9 +551,12 @@ private:
     std::vector<Handler> handlers_;
 };
 
-// Environment for every target: ASan returns NULL for impossible allocations (the backends report
-// KBIT_STATUS_OUT_OF_MEMORY), two OpenMP threads unless set.
-inline void init_environment() { setenv("OMP_NUM_THREADS", "2", 0); }
+// Environment for every target (unless set): two OpenMP threads, so the kernels' splits into ranges
+// run, which sleep between calls (spinning workers would take the CPU from the fuzzer's own thread).
+inline void init_environment() {
+    setenv("OMP_NUM_THREADS", "2", 0);
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+}
 
 }  // namespace kfuzz
 
