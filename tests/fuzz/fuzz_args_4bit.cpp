@@ -55,6 +55,7 @@ void gemv(Call& c, kbit_status (*f)(int, int, int, T*, unsigned char*, float*, f
                                     void*)) {
     const int m = c.i32("m"), n = c.i32("n"), k = c.i32("k");
     const int lda = c.i32("lda"), ldb = c.i32("ldb"), ldc = c.i32("ldc"), bs = c.i32("blocksize");
+    c.limit_work(Sz(m) * k);
     T* A = c.buf<T>("A", Role::In, k);
     uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(m) * ldb);
     float* absmax = c.buf<float>("absmax", Role::In, ceil_div(Sz(2) * ldb * m, bs));
@@ -78,6 +79,7 @@ void gemm(Call& c, kbit_status (*f)(const T*, const uint8_t*, const float*, cons
     const int M = c.i32("M"), N = c.i32("N"), K = c.i32("K"), bs = c.i32("blocksize");
     const int quant_type = c.i32("quant_type");
     const Sz blocks = ceil_div(Sz(N) * K, bs);
+    c.limit_work(Sz(M) * N * K + Sz(M) * N);
     const T* A = c.buf<T>("A", Role::In, Sz(M) * K);
     const uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(N) * K / 2);
     const uint8_t* absmax_8bit = c.in().coin() ? c.buf<uint8_t>("absmax_8bit", Role::In, blocks) : nullptr;

@@ -170,6 +170,7 @@ void igemmlt(Call& c, decltype(&cigemmlt_32) f) {
     Context ctx(c);
     const int m = c.i32("m"), n = c.i32("n"), k = c.i32("k");
     const int lda = c.i32("lda"), ldb = c.i32("ldb"), ldc = c.i32("ldc");
+    c.limit_work(Sz(m) * n * k + Sz(n) * k);
     const int8_t* A = c.buf<int8_t>("A", Role::In, Sz(k) * lda);
     const int8_t* B = c.buf<int8_t>("B", Role::In, Sz(n) * ldb);
     C* out = c.buf<C>("C", Role::Out, Sz(n) * ldc);
@@ -225,6 +226,7 @@ void vectorwise_quant(Call& c, decltype(&kbit_int8_vectorwise_quant) f) {
 // (in/out).
 void outlier_matmul(Call& c, decltype(&kbit_int8_outlier_matmul_fp16) f) {
     const int64_t rows = c.i64("rows"), outf = c.i64("out_features"), inf = c.i64("in_features");
+    c.limit_work(Sz(rows) * outf * inf + Sz(outf) * inf);
     const kbit_half* A = c.buf<kbit_half>("A", Role::In, Sz(rows) * inf);
     const int8_t* W = c.buf<int8_t>("W", Role::In, Sz(outf) * inf);
     const float* W_stats = c.buf<float>("W_stats", Role::In, outf);

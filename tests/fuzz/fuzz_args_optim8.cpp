@@ -45,6 +45,7 @@ void optim32(Kind kind, Call& c, Optim32<T> f) {
     const float beta1 = c.f32("beta1"), beta2 = c.f32("beta2"), beta3 = c.f32("beta3"), alpha = c.f32("alpha");
     const float eps = c.f32("eps"), wd = c.f32("weight_decay"), lr = c.f32("lr"), gnorm = c.f32("gnorm_scale");
     const bool skip_zeros = c.boolean("skip_zeros");
+    c.limit_work(Sz(n) * 16);  // a few dozen operations per element
     T* g = c.buf<T>("g", Role::In, n);
     T* p = c.buf<T>("p", Role::InOut, n);
     float* state1 = c.buf<float>("state1", Role::InOut, Sz(kind == Kind::AdEMAMix ? 2 : 1) * n);
@@ -71,6 +72,7 @@ void optim8(Kind kind, Call& c, Optim8<T> f) {
     const bool skip_zeros = c.boolean("skip_zeros");
     const Sz states = Sz(kind == Kind::AdEMAMix ? 2 : 1);
     const Sz blocks = ceil_div(n, KBIT_OPTIM8_BLOCKSIZE);
+    c.limit_work(Sz(n) * 32);  // dequantize, update, absmax, re-quantize per element
     T* p = c.buf<T>("p", Role::InOut, n);
     T* g = c.buf<T>("g", Role::In, n);
     uint8_t* state1 = c.buf<uint8_t>("state1", Role::InOut, states * n);

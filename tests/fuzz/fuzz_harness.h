@@ -17,7 +17,8 @@
 // requires only element alignment) but always ending at the allocation's end, so ASan flags the first
 // byte beyond the contract. Where the scalars make the contract meaningless (negative sizes, division by
 // a non-positive blocksize) the buffer is kSmallBytes: a correct validator rejects such calls before
-// touching memory. Where the contract exceeds kCapBytes the pointer is NULL.
+// touching memory. Where the contract exceeds kCapBytes the pointer is NULL, and so are the outputs of
+// a call whose work exceeds kMaxWork (Call::limit_work).
 //
 // Functions are taken from the interface's abi/kbit_<iface>.def (the KBIT_FN X-macro), so every
 // function is fuzzed; each target's resolve() maps a name to its family's handler and checks the
@@ -55,6 +56,9 @@ namespace kfuzz {
 // more in the 8-bit, 8 MiB in the 4-bit dequantizers).
 constexpr int64_t kCapBytes = int64_t{8} << 20;
 constexpr int64_t kSmallBytes = 16;               // a pointer whose contract size is undefined
+// Largest amount of work (multiply-adds, element updates) a call may do: beyond it the outputs are
+// NULL, so the call only exercises the checks (a GEMM within the buffer cap can take seconds).
+constexpr int64_t kMaxWork = int64_t{1} << 24;
 
 [[noreturn]] inline void fatal(const char* fmt, ...) {
     va_list ap;
@@ -169,16 +173,19 @@ public:
     bool fits(int64_t cap) const { return ok_ && v_ <= cap; }
     int64_t value() const { return static_cast<int64_t>(v_); }
 
-    friend Sz operator*(Sz a, Sz b) { return make(a, b, a.v_ * b.v_); }
-    friend Sz operator+(Sz a, Sz b) { return make(a, b, a.v_ + b.v_); }
-    friend Sz operator-(Sz a, Sz b) { return make(a, b, a.v_ - b.v_); }
-    friend Sz operator/(Sz a, Sz b) { return b.ok_ && b.v_ > 0 ? make(a, b, a.v_ / b.v_) : undefined(); }
-    friend Sz ceil_div(Sz a, Sz b);
+    // Operands are >= 0 and <= kHuge when defined, so no operation below overflows __int128.
+    friend Sz operator*(Sz a, Sz b) {
+        if (!a.ok_ || !b.ok_) return undefined();
+        return make(b.v_ != 0 && a.v_ > kHuge / b.v_ ? kHuge : a.v_ * b.v_);
+    }
+    friend Sz operator+(Sz a, Sz b) { return a.ok_ && b.ok_ ? make(a.v_ + b.v_) : undefined(); }
+    friend Sz operator-(Sz a, Sz b) { return a.ok_ && b.ok_ ? make(a.v_ - b.v_) : undefined(); }
+    friend Sz operator/(Sz a, Sz b) { return a.ok_ && b.ok_ && b.v_ > 0 ? make(a.v_ / b.v_) : undefined(); }
 
 private:
-    static Sz make(Sz a, Sz b, __int128 v) {
+    static Sz make(__int128 v) {  // negative: undefined; beyond kHuge: kHuge
         Sz s(0);
-        s.ok_ = a.ok_ && b.ok_ && v >= 0;
+        s.ok_ = v >= 0;
         s.v_ = v > kHuge ? kHuge : v;
         return s;
     }
@@ -262,8 +269,8 @@ public:
     T* buf(const char* name, Role role, Sz count, Table table = Table::Any) {
         const uint8_t choice = r_.u8();
         const Sz bytes = count * Sz(sizeof(T));
-        if ((choice & 7) == 7 || (bytes.ok() && !bytes.fits(kCapBytes))) {
-            log_ += std::string(" ") + name + "=NULL";
+        if ((choice & 7) == 7 || (bytes.ok() && !bytes.fits(kCapBytes)) || (over_work_ && role != Role::In)) {
+            log_ += std::string(" ") + name + (over_work_ && role != Role::In ? "=NULL (work cap)" : "=NULL");
             return nullptr;
         }
         const int64_t n = bytes.ok() ? bytes.value() : kSmallBytes;
@@ -311,6 +318,9 @@ public:
                 std::to_string(at - reinterpret_cast<uintptr_t>(target->ptr));
         must_fail(true, "an output overlaps another buffer");
     }
+
+    // The work the call's scalars ask for (see kMaxWork); call before making the buffers.
+    void limit_work(Sz work) { over_work_ = work.ok() && !work.fits(kMaxWork); }
 
     // The contract says the call is invalid: it must fail.
     void must_fail(bool cond, const char* why) {
@@ -484,6 +494,7 @@ private:
     std::string log_;
     const char* fail_reason_ = nullptr;
     bool empty_ = false;
+    bool over_work_ = false;
 };
 
 // ---- the function list ---------------------------------------------------------------------------
