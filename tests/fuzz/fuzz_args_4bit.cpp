@@ -1,0 +1,308 @@
+// fuzz_args_4bit: every function of abi/kbit_4bit.def with fuzzed scalars and contract-sized buffers
+// (include/kbit/kbit_4bit.h); the checks are fuzz_harness.h's.
+#include "fuzz_harness.h"
+
+using namespace kfuzz;
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+// cquantize_blockwise_<dt>_<fmt>: code ignored, A n elements, absmax ceil(n / blocksize), out (n + 1) / 2.
+template <class T>
+void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned char*, int, int)) {
+    const int bs = c.i32("blocksize"), n = c.i32("n");
+    float* code = c.ignored<float>("code");
+    T* A = c.buf<T>("A", Role::In, n);
+    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
+    uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
+    c.must_fail(n < 0, "n < 0");
+    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
+    c.run([&] { return f(code, A, absmax, out, bs, n); });
+}
+
+// cdequantize_blockwise_<dt>_<fmt>: A (n + 1) / 2 bytes, absmax ceil(n / blocksize), out n elements.
+template <class T>
+void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, float*, T*, int, int, void*)) {
+    const int bs = c.i32("blocksize"), n = c.i32("n");
+    float* code = c.ignored<float>("code");
+    uint8_t* A = c.buf<uint8_t>("A", Role::In, ceil_div(n, 2));
+    float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
+    T* out = c.buf<T>("out", Role::Out, n);
+    void* stream = c.stream();
+    c.must_fail(n < 0, "n < 0");
+    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
+    c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
+}
+
+// cgemm_4bit_inference_naive_<dt>: A k, B m * ldb bytes, absmax ceil(2 * ldb * m / blocksize),
+// datatype 16 floats, out m; n, lda, ldc unused.
+template <class T>
+void gemv(Call& c, kbit_status (*f)(int, int, int, T*, unsigned char*, float*, float*, T*, int, int, int, int,
+                                    void*)) {
+    const int m = c.i32("m"), n = c.i32("n"), k = c.i32("k");
+    const int lda = c.i32("lda"), ldb = c.i32("ldb"), ldc = c.i32("ldc"), bs = c.i32("blocksize");
+    c.limit_work(Sz(m) * k);
+    T* A = c.buf<T>("A", Role::In, k);
+    uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(m) * ldb);
+    float* absmax = c.buf<float>("absmax", Role::In, ceil_div(Sz(2) * ldb * m, bs));
+    float* datatype = c.buf<float>("datatype", Role::In, 16);
+    T* out = c.buf<T>("out", Role::Out, m);
+    void* stream = c.stream();
+    const bool bad = m < 0 || k < 0 || k % 2 != 0 || int64_t{ldb} * 2 < k || !is_blocksize(bs);
+    c.must_fail(bad, "negative size, odd k, ldb < k / 2 or unsupported blocksize");
+    c.must_fail(m > 0 && !out, "out NULL with m > 0");
+    c.must_fail(m > 0 && k > 0 && (!A || !B || !absmax || !datatype), "NULL input with m, k > 0");
+    c.must_succeed_untouched(!bad && m == 0);
+    c.run([&] { return f(m, n, k, A, B, absmax, datatype, out, lda, ldb, ldc, bs, stream); });
+}
+
+// cgemm_4bit_<dt>: A M * K, B N * K / 2 bytes, absmax ceil(N * K / blocksize) floats, or when nested
+// (absmax_8bit given: that many codes) ceil(. / 256) floats with a 256-entry code table and one offset;
+// out M * N; bias N or NULL.
+template <class T>
+void gemm(Call& c, kbit_status (*f)(const T*, const uint8_t*, const float*, const uint8_t*, const float*,
+                                    const float*, T*, const T*, int, int, int, int, int, void*)) {
+    const int M = c.i32("M"), N = c.i32("N"), K = c.i32("K"), bs = c.i32("blocksize");
+    const int quant_type = c.i32("quant_type");
+    const Sz blocks = ceil_div(Sz(N) * K, bs);
+    c.limit_work(Sz(M) * N * K + Sz(M) * N);
+    const T* A = c.buf<T>("A", Role::In, Sz(M) * K);
+    const uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(N) * K / 2);
+    const uint8_t* absmax_8bit = c.in().coin() ? c.buf<uint8_t>("absmax_8bit", Role::In, blocks) : nullptr;
+    const bool nested = absmax_8bit != nullptr;
+    const float* absmax = c.buf<float>("absmax", Role::In, nested ? ceil_div(blocks, 256) : blocks);
+    const float* absmax_code = nested ? c.buf<float>("absmax_code", Role::In, 256) : c.ignored<float>("absmax_code");
+    const float* absmax_offset = nested ? c.buf<float>("absmax_offset", Role::In, 1) : c.ignored<float>("absmax_offset");
+    T* out = c.buf<T>("out", Role::Out, Sz(M) * N);
+    const T* bias = c.buf<T>("bias", Role::In, N);
+    void* stream = c.stream();
+    const bool bad = M < 0 || N < 0 || K < 0 || K % 2 != 0 || !is_blocksize(bs);
+    const bool work = !bad && M > 0 && N > 0;
+    c.must_fail(bad, "negative size, odd K or unsupported blocksize");
+    c.must_fail(work && !out, "out NULL");
+    c.must_fail(work && K > 0 && (!A || !B || !absmax), "NULL input with K > 0");
+    c.must_fail(work && K > 0 && nested && (!absmax_code || !absmax_offset), "nested without code or offset");
+    c.must_succeed_untouched(!bad && (M == 0 || N == 0));
+    c.run([&] {
+        return f(A, B, absmax, absmax_8bit, absmax_code, absmax_offset, out, bias, M, N, K, bs, quant_type, stream);
+    });
+}
+
+// A buffer of n elements of the dtype a kbit_ function's selector names (undefined size for a bad dtype).
+void* dtype_buf(Call& c, const char* name, Role role, int32_t dtype, Sz n) {
+    switch (dtype) {
+        case KBIT_DTYPE_FP32: return c.buf<float>(name, role, n);
+        case KBIT_DTYPE_FP16: return c.buf<kbit_half>(name, role, n);
+        case KBIT_DTYPE_BF16: return c.buf<kbit_bf16>(name, role, n);
+        default: return c.buf<float>(name, role, Sz::undefined());
+    }
+}
+bool valid_dtype(int32_t d) { return d == KBIT_DTYPE_FP32 || d == KBIT_DTYPE_FP16 || d == KBIT_DTYPE_BF16; }
+bool valid_quant_type(int32_t q) { return q == KBIT_QUANT_FP4 || q == KBIT_QUANT_NF4; }
+
+// kbit_quantize_4bit: A n elements of dtype, absmax ceil(n / blocksize), out (n + 1) / 2.
+void quantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const void*, float*, uint8_t*, int64_t, int64_t,
+                                             void*)) {
+    const int32_t qt = c.selector("quant_type", {KBIT_QUANT_FP4, KBIT_QUANT_NF4});
+    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
+    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
+    const void* A = dtype_buf(c, "A", Role::In, dtype, n);
+    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
+    uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
+    void* stream = c.stream();
+    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
+    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(absmax, "absmax", A, "A");
+    }
+    c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
+}
+
+// kbit_dequantize_4bit: A (n + 1) / 2 bytes, absmax ceil(n / blocksize), out n elements of dtype.
+void dequantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const uint8_t*, const float*, void*, int64_t,
+                                               int64_t, void*)) {
+    const int32_t qt = c.selector("quant_type", {KBIT_QUANT_FP4, KBIT_QUANT_NF4});
+    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
+    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
+    const uint8_t* A = c.buf<uint8_t>("A", Role::In, ceil_div(n, 2));
+    const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
+    void* out = dtype_buf(c, "out", Role::Out, dtype, n);
+    void* stream = c.stream();
+    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
+    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+    if (n > 0) {
+        c.maybe_overlap(out, "out", A, "A");
+        c.maybe_overlap(out, "out", absmax, "absmax");
+    }
+    c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
+}
+
+// kbit_nested_absmax_quantize: absmax `blocks`, code 256, qabsmax `blocks`, nested_absmax
+// ceil(blocks / nested_blocksize), offset 1.
+void nested_quantize(Call& c, kbit_status (*f)(const float*, const float*, uint8_t*, float*, float*, int64_t,
+                                               int64_t, void*)) {
+    const int64_t blocks = c.i64("blocks"), nbs = c.i64("nested_blocksize");
+    const float* absmax = c.buf<float>("absmax", Role::In, blocks);
+    const float* code = c.buf<float>("code", Role::In, 256);
+    uint8_t* qabsmax = c.buf<uint8_t>("qabsmax", Role::Out, blocks);
+    float* nested = c.buf<float>("nested_absmax", Role::Out, ceil_div(blocks, nbs));
+    float* offset = c.buf<float>("offset", Role::Out, 1);
+    void* stream = c.stream();
+    const bool bad = blocks < 0 || blocks > kMaxElements || !is_blocksize(nbs);
+    c.must_fail(bad, "blocks out of range or unsupported nested_blocksize");
+    c.must_fail(blocks > 0 && (!absmax || !code || !qabsmax || !nested || !offset), "NULL buffer with blocks > 0");
+    c.must_succeed_untouched(!bad && blocks == 0);
+    c.run([&] { return f(absmax, code, qabsmax, nested, offset, blocks, nbs, stream); });
+}
+
+// kbit_nested_absmax_dequantize: qabsmax `blocks`, code 256, nested_absmax ceil(blocks /
+// nested_blocksize), absmax `blocks`.
+void nested_dequantize(Call& c, kbit_status (*f)(const uint8_t*, const float*, const float*, float, float*,
+                                                 int64_t, int64_t, void*)) {
+    const int64_t blocks = c.i64("blocks"), nbs = c.i64("nested_blocksize");
+    const float offset = c.f32("offset");
+    const uint8_t* qabsmax = c.buf<uint8_t>("qabsmax", Role::In, blocks);
+    const float* code = c.buf<float>("code", Role::In, 256);
+    const float* nested = c.buf<float>("nested_absmax", Role::In, ceil_div(blocks, nbs));
+    float* absmax = c.buf<float>("absmax", Role::Out, blocks);
+    void* stream = c.stream();
+    const bool bad = blocks < 0 || blocks > kMaxElements || !is_blocksize(nbs);
+    c.must_fail(bad, "blocks out of range or unsupported nested_blocksize");
+    c.must_fail(blocks > 0 && (!qabsmax || !code || !nested || !absmax), "NULL buffer with blocks > 0");
+    c.must_succeed_untouched(!bad && blocks == 0);
+    c.run([&] { return f(qabsmax, code, nested, offset, absmax, blocks, nbs, stream); });
+}
+
+// torchao's size rules: n % block_size == 0, (n / block_size) % scaler_block_size == 0, block_size even.
+bool torchao_bad(int64_t n, int64_t bs, int64_t sbs) {
+    if (n < 0 || n > kMaxElements || bs <= 0 || bs % 2 != 0 || sbs <= 0) return true;
+    return n % bs != 0 || (n / bs) % sbs != 0;
+}
+
+// kbit_quantize_nf4_torchao_<dt>: w n, quantized_data n / 2, quantized_scalers n / block_size,
+// quantization_factor n / block_size / scaler_block_size, scaler_mean 1.
+template <class T>
+void torchao_quantize(Call& c, kbit_status (*f)(const T*, uint8_t*, int8_t*, T*, T*, int64_t, int64_t, int64_t,
+                                                void*)) {
+    const int64_t n = c.i64("n"), bs = c.i64("block_size"), sbs = c.i64("scaler_block_size");
+    const T* w = c.buf<T>("w", Role::In, n);
+    uint8_t* qd = c.buf<uint8_t>("quantized_data", Role::Out, Sz(n) / 2);
+    int8_t* qs = c.buf<int8_t>("quantized_scalers", Role::Out, Sz(n) / bs);
+    T* qf = c.buf<T>("quantization_factor", Role::Out, Sz(n) / bs / sbs);
+    T* mean = c.buf<T>("scaler_mean", Role::Out, 1);
+    void* stream = c.stream();
+    const bool bad = torchao_bad(n, bs, sbs);
+    c.must_fail(bad, "sizes torchao rejects");
+    c.must_fail(n > 0 && (!w || !qd || !qs || !qf || !mean), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+    c.run([&] { return f(w, qd, qs, qf, mean, n, bs, sbs, stream); });
+}
+
+// kbit_dequantize_nf4_torchao_<dt>: the quantizer's outputs in, out n.
+template <class T>
+void torchao_dequantize(Call& c, kbit_status (*f)(const uint8_t*, const int8_t*, const T*, const T*, T*, int64_t,
+                                                  int64_t, int64_t, void*)) {
+    const int64_t n = c.i64("n"), bs = c.i64("block_size"), sbs = c.i64("scaler_block_size");
+    const uint8_t* qd = c.buf<uint8_t>("quantized_data", Role::In, Sz(n) / 2);
+    const int8_t* qs = c.buf<int8_t>("quantized_scalers", Role::In, Sz(n) / bs);
+    const T* qf = c.buf<T>("quantization_factor", Role::In, Sz(n) / bs / sbs);
+    const T* mean = c.buf<T>("scaler_mean", Role::In, 1);
+    T* out = c.buf<T>("out", Role::Out, n);
+    void* stream = c.stream();
+    const bool bad = torchao_bad(n, bs, sbs);
+    c.must_fail(bad, "sizes torchao rejects");
+    c.must_fail(n > 0 && (!qd || !qs || !qf || !mean || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+    c.run([&] { return f(qd, qs, qf, mean, out, n, bs, sbs, stream); });
+}
+
+Handler resolve(const Fn& fn) {
+    const std::string name = fn.name;
+    // "<prefix><dt>" and "<prefix><dt>_<fmt>" names.
+    auto after = [&](const char* prefix) { return name.substr(std::strlen(prefix)); };
+    auto dt_of = [](const std::string& rest) { return rest.substr(0, rest.find('_')); };
+    if (starts_with(name, "cquantize_blockwise_"))
+        return by_dtype(dt_of(after("cquantize_blockwise_")), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(float*, T*, float*, unsigned char*, int, int)>(fn, quantize_blockwise<T>);
+        });
+    if (starts_with(name, "cdequantize_blockwise_"))
+        return by_dtype(dt_of(after("cdequantize_blockwise_")), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(float*, unsigned char*, float*, T*, int, int, void*)>(
+                fn, dequantize_blockwise<T>);
+        });
+    if (starts_with(name, "cgemm_4bit_inference_naive_"))
+        return by_dtype(after("cgemm_4bit_inference_naive_"), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(int, int, int, T*, unsigned char*, float*, float*, T*, int, int, int, int,
+                                        void*)>(fn, gemv<T>);
+        });
+    if (starts_with(name, "cgemm_4bit_"))
+        return by_dtype(after("cgemm_4bit_"), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(const T*, const uint8_t*, const float*, const uint8_t*, const float*,
+                                        const float*, T*, const T*, int, int, int, int, int, void*)>(fn, gemm<T>);
+        });
+    if (name == "kbit_quantize_4bit")
+        return bind<decltype(&kbit_quantize_4bit)>(fn, quantize_4bit);
+    if (name == "kbit_dequantize_4bit")
+        return bind<decltype(&kbit_dequantize_4bit)>(fn, dequantize_4bit);
+    if (name == "kbit_nested_absmax_quantize")
+        return bind<decltype(&kbit_nested_absmax_quantize)>(fn, nested_quantize);
+    if (name == "kbit_nested_absmax_dequantize")
+        return bind<decltype(&kbit_nested_absmax_dequantize)>(fn, nested_dequantize);
+    if (starts_with(name, "kbit_quantize_nf4_torchao_"))
+        return by_dtype(after("kbit_quantize_nf4_torchao_"), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(const T*, uint8_t*, int8_t*, T*, T*, int64_t, int64_t, int64_t, void*)>(
+                fn, torchao_quantize<T>);
+        });
+    if (starts_with(name, "kbit_dequantize_nf4_torchao_"))
+        return by_dtype(after("kbit_dequantize_nf4_torchao_"), [&](auto t) {
+            using T = decltype(t);
+            return bind<kbit_status (*)(const uint8_t*, const int8_t*, const T*, const T*, T*, int64_t, int64_t,
+                                        int64_t, void*)>(fn, torchao_dequantize<T>);
+        });
+    return nullptr;
+}
+
+const Fn kFns[] = {
+#define KBIT_FN KBIT_FUZZ_FN_ENTRY
+#include "kbit_4bit.def"
+#undef KBIT_FN
+};
+
+Target* target;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    init_environment();
+    target = new Target(kFns, resolve);
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    target->run(data, size);
+    return 0;
+}
