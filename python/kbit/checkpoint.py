@@ -76,7 +76,7 @@ def load_4bit(tensors, prefix):
     if name not in tensors:
         raise KeyError(f"load_4bit: {name} not in the checkpoint")
     # Full keys, so that from_dict's messages name the tensor (it strips them to the last component).
-    state = QuantState.from_dict({k: v for k, v in tensors.items() if k.startswith(name + ".")})
+    state = QuantState.from_dict({k: v for k, v in tensors.items() if isinstance(k, str) and k.startswith(name + ".")})
     packed = tensors[name]
     # Any quant_storage dtype ([(n+1)//(2*itemsize), 1]): only the byte count is fixed by the shape.
     shape, dtype = _check_saved(f"load_4bit: {name}", packed, None)
@@ -100,7 +100,11 @@ def load_int8(tensors, prefix):
     other than "row" (0), as bitsandbytes does, and an SCB that is not one scale per row."""
     fmt = tensors.get(f"{prefix}.weight_format")
     if fmt is not None:
-        fmt = np.asarray(fmt)
+        try:
+            fmt = np.asarray(fmt)
+        except (ValueError, TypeError):  # a ragged list
+            raise ValueError(f"load_int8: {prefix}.weight_format must be one integer, not {type(fmt).__name__}") \
+                from None
         if fmt.size != 1 or fmt.dtype.kind not in "iu":
             raise ValueError(f"load_int8: {prefix}.weight_format must be one integer, not {fmt.dtype} {fmt.shape}")
         if int(fmt.reshape(-1)[0]) != WEIGHT_FORMAT_ROW:

@@ -78,6 +78,8 @@ def _arg(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
         raise TypeError(f"{fn}: {name} must have dtype {_dtype_names(dtypes)}, not {dt.name}")
     if not contiguous:
         raise ValueError(f"{fn}: {name} must be C-contiguous")
+    if dtypes is not None and ptr % dt.alignment:  # ABI.md: a pointer needs its element type's alignment
+        raise ValueError(f"{fn}: {name} is not aligned to its {dt.alignment}-byte {dt.name} elements")
     if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
         raise ValueError(f"{fn}: {name} is read-only")
     shp = tuple(shp)
@@ -95,19 +97,21 @@ def _numel(shape):
 def _check_saved(where, x, dtype, numel=None, need="expected", device=None, writable=False):
     """(shape, dtype) of an array read back from a saved state (a checkpoint's tensor, an optimizer's
     state_dict), checked before the C side trusts its size: an array (dtype None: of any dtype, else
-    exactly `dtype`, a TypeError otherwise) with `numel` elements, C-contiguous, on `device` (None:
-    any), and not read-only where the C side writes it."""
+    exactly `dtype`, a TypeError otherwise, and aligned to it) with `numel` elements, C-contiguous, on
+    `device` (None: any), and not read-only where the C side writes it."""
     try:
         a = adapter(x)
     except TypeError:
         raise TypeError(f"{where} must be an array, not {type(x).__name__}") from None
-    _, shape, dt, contiguous, _ = a.info(x)
+    ptr, shape, dt, contiguous, _ = a.info(x)
     if dtype is not None and dt != np.dtype(dtype):
         raise TypeError(f"{where} has dtype {dt.name}, expected {np.dtype(dtype).name}")
     if numel is not None and _numel(shape) != numel:
         raise ValueError(f"{where} has {_numel(shape)} elements, {need} {numel}")
     if not contiguous:
         raise ValueError(f"{where} must be C-contiguous")
+    if dtype is not None and ptr % dt.alignment:  # the C side reads it as dt: misaligned is undefined
+        raise ValueError(f"{where} is not aligned to its {dt.alignment}-byte {dt.name} elements")
     if device is not None and a.device_type(x) != device:
         raise ValueError(f"{where} is on device {a.device_type(x)!r}, expected {device!r}")
     if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
@@ -275,7 +279,12 @@ class QuantState:
         that a bad checkpoint fails on loading with a ValueError naming its key and field (TypeError for
         a tensor's dtype), not in a later call."""
         fn = "QuantState.from_dict"
-        qs_key = [k for k, v in qs_dict.items() if "quant_state" in k and not _is_plain(v)]
+        bad_keys = [k for k in qs_dict if not isinstance(k, str)]
+        if bad_keys:
+            raise TypeError(f"{fn}: keys must be str, not {type(bad_keys[0]).__name__} ({bad_keys[0]!r})")
+        # "quant_state" looked for in the key's last two dotted parts only: a module prefix holding it
+        # ("model.quant_state_proj.weight.absmax") does not make every tensor a quant_state item.
+        qs_key = [k for k, v in qs_dict.items() if "quant_state" in ".".join(k.split(".")[-2:]) and not _is_plain(v)]
         if not qs_key and "quant_type" not in qs_dict:
             raise ValueError(f"{fn}: expected packed or unpacked quant_state items, found neither")
         if len(qs_key) > 1 or (qs_key and qs_key[0].split(".")[-1] not in cls.valid_qs_type_keys):
@@ -311,6 +320,11 @@ class QuantState:
         if not isinstance(shape, (list, tuple)) or not all(_is_size(s) for s in shape):
             raise ValueError(f"{where}: shape {shape!r} is not a list of non-negative integers")
         shape = tuple(int(s) for s in shape)
+        try:  # numpy's limits (64 dimensions; the byte size, zero dimensions counted as 1, in int64),
+            np.broadcast_to(np.empty((), dtype), shape)  # checked without allocating: else no output
+        except ValueError as e:
+            raise ValueError(f"{where}: shape {list(shape)} is not the shape of a possible {dtype.name} array "
+                             f"({e})") from None
         blocks = _blocks(_numel(shape), blocksize)
         need = f"the shape {list(shape)} with blocksize {blocksize} needs"
         _check_saved(f"{fn}: {names['quant_map']}", d["quant_map"], _F32, 16)

@@ -214,7 +214,8 @@ class Optimizer:
             raise ValueError(f"{fn}: the number of param groups differs")
         groups = []
         for j, (group, saved) in enumerate(zip(self.param_groups, state_dict["param_groups"])):
-            if not isinstance(saved, dict) or len(saved.get("params", ())) != len(group["params"]):
+            if not isinstance(saved, dict) or not isinstance(saved.get("params", ()), (list, tuple)) or \
+                    len(saved.get("params", ())) != len(group["params"]):
                 raise ValueError(f"{fn}: a param group has a different number of parameters")
             merged = dict(group)
             merged.update({k: v for k, v in saved.items() if k != "params"})
@@ -229,6 +230,12 @@ class Optimizer:
             if int(i) in state:
                 raise ValueError(f"{fn}: state of parameter {i} given twice")
             state[int(i)] = self._checked_state(fn, int(i), saved, group_of[i])
+        first = 0
+        for j, merged in enumerate(groups):  # the settings the next step() reads, at the steps it takes
+            count = len(merged["params"])
+            steps = {state[i]["step"] + 1 if i in state else 1 for i in range(first, first + count)}
+            first += count
+            self._check_hyper(f"{fn}: param_groups[{j}]", merged, sorted(steps))
         for i, st in state.items():  # paged state goes back into managed memory of its backend
             if st.get("paged"):
                 ctx = Ctx(self._params[i])
@@ -240,6 +247,23 @@ class Optimizer:
         for group, merged in zip(self.param_groups, groups):
             group.update(merged)
         self.state = state
+
+    def _check_hyper(self, where, group, steps):
+        """lr, weight_decay and what _hyper makes of betas, alpha, eps (t_alpha, t_beta3) must be real
+        numbers at each of `steps`: a loaded group with lr None, betas "ab" or t_alpha 0 is refused here,
+        not by step() after it has counted the step and updated the parameters before it."""
+        for key in ("lr", "weight_decay"):
+            if _real(group.get(key, 0.0)) is None:
+                raise ValueError(f"{where}: {key} must be a real number, not {group.get(key)!r}")
+        for step in steps:
+            try:
+                values = self._hyper(group, step)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as e:
+                raise ValueError(f"{where}: its betas, alpha, eps, t_alpha, t_beta3 give no step {step} "
+                                 f"({type(e).__name__}: {e})") from None
+            if any(_real(v) is None for v in values):
+                raise ValueError(f"{where}: at step {step} its betas, alpha, eps give (beta1, beta2, beta3, alpha, "
+                                 f"eps) = {values!r}, not real numbers")
 
     def _checked_state(self, fn, i, saved, group):
         """A copy of the loaded state of parameter i after checking it against _layout."""
@@ -271,6 +295,17 @@ class Optimizer:
             _check_saved(f"{where}[{key!r}]", st[key], spec[1], math.prod(spec[0]), "the parameter needs",
                          device=None if copied else device, writable=not copied and not key.startswith("qmap"))
         return st
+
+
+def _real(v):
+    """float(v) where v converts to a double as step() and ctypes convert it (a real number, numpy
+    scalar or 0-d array, a torch scalar tensor), else None; bools and strings count as none."""
+    if isinstance(v, (bool, np.bool_, str, bytes, bytearray)):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _is_int(v):

@@ -1,6 +1,7 @@
 """Checkpoints in transformers' / bitsandbytes' safetensors layout (docs/behaviour.md §11), read back by an
 independent reader written here from the spec's rules (not the package's loader)."""
 import json
+import math
 import re
 import struct
 
@@ -331,3 +332,69 @@ def test_load_int8_checks_scb_against_the_rows(saved_int8):
                  **{".weight_format": np.zeros(0, np.uint8)})
     with pytest.raises(KeyError, match=re.escape(f"load_int8: {P}.SCB not in the checkpoint")):
         checkpoint.load_int8({k: v for k, v in saved_int8.items() if not k.endswith("SCB")}, P)
+
+
+# ---- found by tests/fuzz/python/fuzz_checkpoint.py -------------------------------------------------
+
+def _misaligned(a):
+    """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
+    buf = np.zeros(a.nbytes + 16, np.uint8)
+    start = (-buf.ctypes.data) % 16 + 1
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def test_load_4bit_refuses_shapes_no_array_can_have(saved_4bit):
+    # Zero elements, so no bytes and no scales to disagree with: [2**62, 0] was loaded and then
+    # dequantize_4bit failed in numpy ("array is too big"); likewise more than 64 dimensions.
+    def sized(n):
+        """The entries resized for n elements (so that only the shape itself can be wrong)."""
+        blocks = -(-n // 64)
+        out = dict(saved_4bit, **{P + ".weight": np.zeros(((n + 1) // 2, 1), np.uint8),
+                                  P + ".weight.absmax": np.zeros(blocks, np.uint8),
+                                  P + ".weight.nested_absmax": np.zeros(-(-blocks // 256), np.float32)})
+        del out[P + ".bias"]
+        return out
+
+    for shape in ([2**62, 0], [0, 2**63], [2**64, 0], [1] * 65 + [0], [1] * 65):
+        refused(ValueError, re.escape(f"QuantState.from_dict: {JSON_KEY}: shape {shape} is not the shape of a "
+                                      "possible float16 array ("), with_json(sized(math.prod(shape)), shape=shape))
+    for shape in ([2**31, 0], [0], [1] * 64, [3, 1]):  # possible shapes load and dequantize
+        packed, state = checkpoint.load_4bit(with_json(sized(math.prod(shape)), shape=shape), P)
+        assert kbit.dequantize_4bit(packed, state).shape == tuple(shape)
+
+
+def test_load_4bit_of_a_prefix_containing_quant_state(rng):
+    # Every key of "model.quant_state_proj" contains "quant_state": each was taken for the JSON item,
+    # and the checkpoint tensors_4bit wrote was refused ("expected one quant_state item").
+    prefix = "model.quant_state_proj"
+    W = rng.standard_normal((16, 64)).astype(np.float32)
+    for nested in (False, True):
+        packed, state = kbit.quantize_4bit(W, quant_type="nf4", compress_statistics=nested)
+        got_packed, got = checkpoint.load_4bit(checkpoint.tensors_4bit(prefix, packed, state), prefix)
+        assert np.array_equal(kbit.dequantize_4bit(got_packed, got), kbit.dequantize_4bit(packed, state))
+
+
+def test_load_4bit_refuses_misaligned_scales(saved_4bit):
+    # A float32 table one byte off its alignment was loaded and read by the C library as float*
+    # (undefined: UBSan's "load of misaligned address" in kbit_nested_absmax_dequantize).
+    for key in (".weight.nested_absmax", ".weight.nested_quant_map", ".weight.quant_map"):
+        bad = dict(saved_4bit, **{P + key: _misaligned(saved_4bit[P + key])})
+        refused(ValueError, re.escape(f"QuantState.from_dict: {P}{key} is not aligned to its 4-byte float32 "
+                                      "elements"), bad)
+    _, state = checkpoint.load_4bit(saved_4bit, P)
+    state.code = _misaligned(state.code)  # the call itself checks too, for states made by hand
+    with pytest.raises(ValueError, match=r"^gemv_4bit: state.code is not aligned to its 4-byte float32 elements$"):
+        kbit.gemv_4bit(np.ones((1, 320), np.float16), saved_4bit[P + ".weight"], state=state)
+
+
+def test_from_dict_and_load_int8_name_the_key_for_non_arrays(saved_4bit, saved_int8):
+    # A key that is no str failed with AttributeError / "argument of type 'int' is not iterable".
+    with pytest.raises(TypeError, match=r"^QuantState.from_dict: keys must be str, not int \(0\)$"):
+        kbit.QuantState.from_dict({**saved_4bit, 0: np.zeros(1)})
+    assert checkpoint.load_4bit({**saved_4bit, 0: np.zeros(1)}, P)[1].shape == (96, 320)  # not under P.weight.
+    # A ragged list for weight_format failed in numpy ("setting an array element with a sequence").
+    with pytest.raises(ValueError, match=r"^" + re.escape(f"load_int8: {P}.weight_format must be one integer, "
+                                                          "not list") + "$"):
+        checkpoint.load_int8(dict(saved_int8, **{P + ".weight_format": [[0], [0, 1]]}), P)

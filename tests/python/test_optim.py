@@ -614,3 +614,97 @@ def test_paged_load_state_dict_checks_before_copying_into_managed_memory(rng, mo
     opt.load_state_dict(ok)
     assert allocated == [(optim.PAGED_MIN_SIZE,)] * 2 and opt.state[0]["state1"].flags.writeable
     assert np.array_equal(opt.state[0]["state1"], good["state"][0]["state1"])
+
+
+# ---- found by tests/fuzz/python/fuzz_optim_state.py ------------------------------------------------
+
+def _misaligned(a):
+    """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
+    buf = np.zeros(a.nbytes + 16, np.uint8)
+    start = (-buf.ctypes.data) % 16 + 1
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("cls,key", [(optim.Adam8bit, "absmax1"), (optim.Adam8bit, "qmap2"),
+                                     (optim.Adam32bit, "state1"), (optim.LAMB, "unorm_vec")])
+def test_load_state_dict_refuses_misaligned_float_state(rng, cls, key):
+    # A float32 state one byte off its alignment was loaded and handed to the kernels as float*
+    # (undefined behaviour: UBSan's "load of misaligned address" in the optimizer kernels).
+    opt, good = stepped(cls, N, rng)
+    before = opt.state_dict()
+    bad = copied(good)
+    bad["state"][0][key] = _misaligned(bad["state"][0][key])
+    with pytest.raises(ValueError, match=r"^" + re.escape(f"load_state_dict: state[0]['{key}'] is not aligned to "
+                                                          "its 4-byte float32 elements") + "$"):
+        opt.load_state_dict(bad)
+    assert_unchanged(opt, before)
+
+
+BAD_SETTINGS = [  # class, the param group's setting, its bad value, the message after "param_groups[0]: "
+    (optim.Adam8bit, "lr", None, "lr must be a real number, not None"),
+    (optim.Adam8bit, "lr", "1e-3", "lr must be a real number, not '1e-3'"),
+    (optim.Adam8bit, "weight_decay", [0.1], r"weight_decay must be a real number, not \[0.1\]"),
+    (optim.Adam8bit, "lr", 10**400, "lr must be a real number, not 1000"),
+    (optim.Adam8bit, "betas", None, r"its betas, alpha, eps, t_alpha, t_beta3 give no step 2 \(TypeError: "),
+    (optim.Adam32bit, "betas", "ab", r"at step 2 its betas, alpha, eps give \(beta1, beta2, beta3, alpha, eps\) = "
+                                     r"\('a', 'b', 0.0, 0.0, 1e-08\), not real numbers"),
+    (optim.Lion8bit, "eps", None, r"at step 2 .*, not real numbers"),
+    (optim.AdEMAMix8bit, "betas", (0.9, 0.999), r".* give no step 2 \(ValueError: not enough values to unpack"),
+    (optim.AdEMAMix8bit, "t_alpha", 0, r".* give no step 2 \(ZeroDivisionError: "),
+    (optim.AdEMAMix8bit, "t_beta3", 0.0, r".* give no step 2 \(ZeroDivisionError: "),
+    (optim.AdEMAMix32bit, "alpha", "5", r"at step 2 .*, not real numbers"),
+]
+
+
+@pytest.mark.parametrize("cls,field,value,msg", BAD_SETTINGS,
+                         ids=[f"{c[0].__name__}-{c[1]}-{i}" for i, c in enumerate(BAD_SETTINGS)])
+def test_load_state_dict_checks_the_settings_step_reads(rng, cls, field, value, msg):
+    # Such a group was loaded; the next step() then raised (TypeError, ZeroDivisionError, ctypes'
+    # ArgumentError) after counting the step, with the parameters before it already updated.
+    opt, good = stepped(cls, N, rng)
+    before = opt.state_dict()
+    bad = copied(good)
+    bad["param_groups"] = [dict(bad["param_groups"][0], **{field: value})]
+    with pytest.raises(ValueError, match=r"^load_state_dict: param_groups\[0\]: " + msg):
+        opt.load_state_dict(bad)
+    assert_unchanged(opt, before)
+    opt.step([np.ones(N, np.float32)])
+    assert opt.state[0]["step"] == 2
+
+
+def test_load_state_dict_takes_settings_that_convert_to_float(rng):
+    # What step() (float()) and ctypes convert stays loadable: numpy scalars and 0-d arrays.
+    opt, good = stepped(optim.AdEMAMix8bit, N, rng)
+    ok = copied(good)
+    ok["param_groups"] = [dict(ok["param_groups"][0], lr=np.array(1e-3), eps=np.float32(1e-8), t_alpha=np.int64(10),
+                               betas=[np.float64(0.9), 0.999, np.float32(0.9999)], alpha=5)]
+    opt.load_state_dict(ok)
+    opt.step([np.ones(N, np.float32)])
+    assert opt.state[0]["step"] == 2
+
+
+def test_load_state_dict_checks_the_step_dependent_schedule_at_the_loaded_step(rng):
+    # AdEMAMix's beta3 schedule divides by (1 - s) ln b3 + s ln b1, s = t / t_beta3: with beta1 = 1 it
+    # is 0 at t = t_beta3, so a state loaded at step t_beta3 - 1 cannot take its next step.
+    opt, good = stepped(optim.AdEMAMix8bit, N, rng)
+    bad = copied(good)
+    bad["param_groups"] = [dict(bad["param_groups"][0], betas=(1.0, 0.999, 0.9999), t_beta3=10)]
+    bad["state"][0]["step"] = 9
+    with pytest.raises(ValueError, match=r"^load_state_dict: param_groups\[0\]: .* give no step 10 "
+                                         r"\(ZeroDivisionError: "):
+        opt.load_state_dict(bad)
+    bad["state"][0]["step"] = 3  # steps 4 ... 9 are fine: it loads (and steps)
+    opt.load_state_dict(bad)
+    opt.step([np.ones(N, np.float32)])
+
+
+def test_load_state_dict_refuses_params_that_are_no_list(rng):
+    # len(None) raised a TypeError that named neither the function nor the group.
+    opt, good = stepped(optim.Adam8bit, N, rng)
+    for params in (None, 1, 1.0):
+        bad = copied(good)
+        bad["param_groups"] = [dict(bad["param_groups"][0], params=params)]
+        with pytest.raises(ValueError, match=r"^load_state_dict: a param group has a different number of parameters$"):
+            opt.load_state_dict(bad)
