@@ -571,5 +571,6 @@ inline void init_environment() {
 
 }  // namespace kfuzz
 
-// ASan: a huge malloc returns NULL (the library's OUT_OF_MEMORY path) instead of aborting.
+// ASan: a huge malloc returns NULL (the library's OUT_OF_MEMORY path) instead of aborting. Defined here:
+// each fuzz target is one translation unit.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
