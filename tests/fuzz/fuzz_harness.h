@@ -10,6 +10,8 @@
 //     (Call::must_succeed_untouched) succeeded without writing;
 //   - ASan/UBSan (the backend's sources are compiled with them) report nothing.
 // A violation prints the function, its scalars and the buffer, then aborts (libFuzzer saves the input).
+// KBIT_FUZZ_VERBOSE=1 prints every call before it runs (to see the call behind a sanitizer's report when
+// reproducing a saved input).
 //
 // Buffers. Each pointer argument is decided by one input byte: NULL (1 in 8; an input that has run out
 // reads zeros, which give buffers and no overlaps, so short inputs make valid calls), or an allocation of
@@ -333,6 +335,8 @@ public:
     template <class F>
     kbit_status run(F&& call) {
         for (Buffer& b : bufs_) b.before.assign(b.ptr, b.ptr + b.bytes);
+        static const bool verbose = std::getenv("KBIT_FUZZ_VERBOSE") != nullptr;
+        if (verbose) std::fprintf(stderr, "fuzz: calling %s:%s\n", fn_, log_.c_str());
         const kbit_status s = call();
         check(s);
         return s;
@@ -571,5 +575,6 @@ inline void init_environment() {
 
 }  // namespace kfuzz
 
-// ASan: a huge malloc returns NULL (the library's OUT_OF_MEMORY path) instead of aborting.
+// ASan: a huge malloc returns NULL (the library's OUT_OF_MEMORY path) instead of aborting. Defined here:
+// each fuzz target is one translation unit.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
