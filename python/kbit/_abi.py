@@ -13,15 +13,14 @@ _CANDIDATES = ((_HERE / "abi", _HERE / "abi" / "abi_gen.py", _HERE / "include"),
                (_HERE.parent.parent / "abi", _HERE.parent.parent / "scripts" / "abi_gen.py",
                 _HERE.parent.parent / "include"))
 
-INTERFACES = ("core", "4bit", "8bit", "optim8")  # backend interfaces, in loader table order
 LOADER = "loader"
 
 
 def _locate():
     for abi_dir, gen, include in _CANDIDATES:
-        if (abi_dir / "kbit_core.def").is_file() and gen.is_file() and (include / "kbit" / "kbit_core.h").is_file():
+        if (abi_dir / "interfaces.def").is_file() and gen.is_file() and (include / "kbit" / "kbit_core.h").is_file():
             return abi_dir, gen, include
-    raise ImportError("kbit: cannot find the ABI lists (kbit_core.def, abi_gen.py, kbit_core.h) beside the package "
+    raise ImportError("kbit: cannot find the ABI lists (interfaces.def, abi_gen.py, kbit_core.h) beside the package "
                       f"({_CANDIDATES[0][0]}) or in the source tree ({_CANDIDATES[1][0]})")
 
 
@@ -30,6 +29,8 @@ _spec = importlib.util.spec_from_file_location("kbit._abi_gen", _GEN_PATH)
 _gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_gen)
 parse_def = _gen.parse_def
+# The backend interfaces, in loader table order, from their one list abi/interfaces.def.
+INTERFACES = tuple(name for name, _, _ in _gen.parse_interfaces(ABI_DIR / "interfaces.def"))
 
 
 def functions(iface):

@@ -28,10 +28,11 @@ constexpr InterfaceInfo info_of(const char* name, const char* symbol, uint32_t m
     return InterfaceInfo{name, symbol, major, minor, count(typename T::Functions{})};
 }
 
-static_assert(max_since(core::All{}) <= core::kMinor, "abi/kbit_core.def is newer than the loader's minor");
-static_assert(max_since(b4::All{}) <= b4::kMinor, "abi/kbit_4bit.def is newer than the loader's minor");
-static_assert(max_since(b8::All{}) <= b8::kMinor, "abi/kbit_8bit.def is newer than the loader's minor");
-static_assert(max_since(o8::All{}) <= o8::kMinor, "abi/kbit_optim8.def is newer than the loader's minor");
+#define KBIT_INTERFACE(name, NAME, ns)                 \
+    static_assert(max_since(ns::All{}) <= ns::kMinor, \
+                  "abi/kbit_" #name ".def is newer than the loader's minor");
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 
 #ifndef KBIT_LOADER_TEST_ABI
 // The public tables are generated from the same lists: same size, same member offsets.
@@ -39,41 +40,29 @@ static_assert(max_since(o8::All{}) <= o8::kMinor, "abi/kbit_optim8.def is newer 
     static_assert(offsetof(ns::Table, size) == offsetof(pub, size), "size first");          \
     static_assert(offsetof(ns::Table, version) == offsetof(pub, version), "version second"); \
     static_assert(sizeof(ns::Table) == sizeof(pub), #pub " matches abi/*.def (run scripts/abi_gen.py)");
-KBIT_LOADER_SAME_OFFSET(core, kbit_core_table)
-KBIT_LOADER_SAME_OFFSET(b4, kbit_4bit_table)
-KBIT_LOADER_SAME_OFFSET(b8, kbit_8bit_table)
-KBIT_LOADER_SAME_OFFSET(o8, kbit_optim8_table)
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) KBIT_LOADER_SAME_OFFSET(ns, kbit_##name##_table)
+#define KBIT_INTERFACE_END(name, NAME, ns)
+#define KBIT_FN(minor, ret, name, params, args)
+#include "kbit_all.def"
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
+#undef KBIT_FN
 #undef KBIT_LOADER_SAME_OFFSET
+// Member by member: the current interface's tables are named by KBIT_INTERFACE_BEGIN.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) namespace same_offsets_##ns { using Ours = ns::Table; using Public = kbit_##name##_table;
+#define KBIT_INTERFACE_END(name, NAME, ns) }
 #define KBIT_FN(minor, ret, name, params, args) \
-    static_assert(offsetof(TABLE, name) == offsetof(PUBLIC, name), #name " has the same place in both tables");
-#define TABLE core::Table
-#define PUBLIC kbit_core_table
-#include "kbit_core.def"
-#undef TABLE
-#undef PUBLIC
-#define TABLE b4::Table
-#define PUBLIC kbit_4bit_table
-#include "kbit_4bit.def"
-#undef TABLE
-#undef PUBLIC
-#define TABLE b8::Table
-#define PUBLIC kbit_8bit_table
-#include "kbit_8bit.def"
-#undef TABLE
-#undef PUBLIC
-#define TABLE o8::Table
-#define PUBLIC kbit_optim8_table
-#include "kbit_optim8.def"
-#undef TABLE
-#undef PUBLIC
+    static_assert(offsetof(Ours, name) == offsetof(Public, name), #name " has the same place in both tables");
+#include "kbit_all.def"
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 #undef KBIT_FN
 #endif
 
 const InterfaceInfo kInfo[kInterfaces] = {
-    info_of<core::Traits>("core", core::kVersionSymbol, core::kMajor, core::kMinor),
-    info_of<b4::Traits>("4bit", b4::kVersionSymbol, b4::kMajor, b4::kMinor),
-    info_of<b8::Traits>("8bit", b8::kVersionSymbol, b8::kMajor, b8::kMinor),
-    info_of<o8::Traits>("optim8", o8::kVersionSymbol, o8::kMajor, o8::kMinor),
+#define KBIT_INTERFACE(name, NAME, ns) info_of<ns::Traits>(ns::kName, ns::kVersionSymbol, ns::kMajor, ns::kMinor),
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 };
 
 }  // namespace

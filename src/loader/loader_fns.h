@@ -4,7 +4,7 @@
 // For each interface: a table struct with the layout of the public kbit_<iface>_table, one
 // descriptor type per function (signature, name, since-minor, result kind, table member), and a type
 // list of all descriptors in list order. A test build can put a longer .def on the include path and
-// raise the loader's minor with -DKBIT_LOADER_<IFACE>_MINOR=N (tests/loader: older-minor backends).
+// raise one interface's minor (KBIT_LOADER_TEST_INTERFACE below; tests/loader: older-minor backends).
 #pragma once
 
 #include <cstddef>
@@ -14,18 +14,15 @@
 
 #include "kbit/kbit_loader.h"
 
-#ifndef KBIT_LOADER_CORE_MINOR
-#define KBIT_LOADER_CORE_MINOR KBIT_CORE_VERSION_MINOR
+// A test loader of a made-up later minor of one interface: -DKBIT_LOADER_TEST_INTERFACE=<id>
+// -DKBIT_LOADER_TEST_MINOR=<minor> (tests/loader). Every other interface has its header's minor.
+#ifndef KBIT_LOADER_TEST_INTERFACE
+#define KBIT_LOADER_TEST_INTERFACE (-1)
+#define KBIT_LOADER_TEST_MINOR 0
 #endif
-#ifndef KBIT_LOADER_4BIT_MINOR
-#define KBIT_LOADER_4BIT_MINOR KBIT_4BIT_VERSION_MINOR
-#endif
-#ifndef KBIT_LOADER_8BIT_MINOR
-#define KBIT_LOADER_8BIT_MINOR KBIT_8BIT_VERSION_MINOR
-#endif
-#ifndef KBIT_LOADER_OPTIM8_MINOR
-#define KBIT_LOADER_OPTIM8_MINOR KBIT_OPTIM8_VERSION_MINOR
-#endif
+
+#define KBIT_LOADER_STR_(x) #x
+#define KBIT_LOADER_STR(x) KBIT_LOADER_STR_(x)
 
 namespace kbit::loader {
 
@@ -89,42 +86,61 @@ void for_each(List<D...>, F&& f) {
     };
 #define KBIT_LOADER_LIST_ITEM(minor, ret, name, params, args) name,
 
-// ---- one namespace per interface (loader_interface.inc) ----------------------------------------
-#define KBIT_IFACE_NS core
-#define KBIT_IFACE_ID KBIT_INTERFACE_CORE
-#define KBIT_IFACE_MINOR KBIT_LOADER_CORE_MINOR
-#define KBIT_IFACE_MAJOR KBIT_CORE_VERSION_MAJOR
-#define KBIT_IFACE_SYMBOL "kbit_core_interface_version"
-#define KBIT_IFACE_TABLE kbit_core_table
-#define KBIT_IFACE_DEF "kbit_core.def"
-#include "loader_interface.inc"
+// ---- one namespace per interface, from abi/interfaces.def and its function lists ---------------
+// Pass 1: constants and the table struct.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns)                                                     \
+    namespace ns {                                                                               \
+    constexpr int kIface = KBIT_INTERFACE_##NAME;                                                \
+    constexpr uint32_t kMajor = KBIT_##NAME##_VERSION_MAJOR;                                     \
+    constexpr uint32_t kMinor =                                                                  \
+        kIface == KBIT_LOADER_TEST_INTERFACE ? KBIT_LOADER_TEST_MINOR : KBIT_##NAME##_VERSION_MINOR; \
+    constexpr const char* kName = #name;                                                         \
+    constexpr const char* kVersionSymbol = KBIT_LOADER_STR(kbit_##name##_interface_version);     \
+    using PublicTable = kbit_##name##_table;                                                     \
+    struct Table {                                                                               \
+        size_t size;                                                                             \
+        uint32_t version;
+#define KBIT_INTERFACE_END(name, NAME, ns) \
+    };                                     \
+    }
+#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
+#include "kbit_all.def"
+#undef KBIT_FN
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 
-#define KBIT_IFACE_NS b4
-#define KBIT_IFACE_ID KBIT_INTERFACE_4BIT
-#define KBIT_IFACE_MINOR KBIT_LOADER_4BIT_MINOR
-#define KBIT_IFACE_MAJOR KBIT_4BIT_VERSION_MAJOR
-#define KBIT_IFACE_SYMBOL "kbit_4bit_interface_version"
-#define KBIT_IFACE_TABLE kbit_4bit_table
-#define KBIT_IFACE_DEF "kbit_4bit.def"
-#include "loader_interface.inc"
+// Pass 2: one descriptor per function; loader::functions::<name> finds any of them (function names
+// are unique across interfaces: they are C symbols).
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) namespace ns {
+#define KBIT_INTERFACE_END(name, NAME, ns) \
+    }                                      \
+    namespace functions {                  \
+    using namespace ::kbit::loader::ns;    \
+    }
+#define KBIT_FN KBIT_LOADER_DESCRIPTOR
+#include "kbit_all.def"
+#undef KBIT_FN
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 
-#define KBIT_IFACE_NS b8
-#define KBIT_IFACE_ID KBIT_INTERFACE_8BIT
-#define KBIT_IFACE_MINOR KBIT_LOADER_8BIT_MINOR
-#define KBIT_IFACE_MAJOR KBIT_8BIT_VERSION_MAJOR
-#define KBIT_IFACE_SYMBOL "kbit_8bit_interface_version"
-#define KBIT_IFACE_TABLE kbit_8bit_table
-#define KBIT_IFACE_DEF "kbit_8bit.def"
-#include "loader_interface.inc"
-
-#define KBIT_IFACE_NS o8
-#define KBIT_IFACE_ID KBIT_INTERFACE_OPTIM8
-#define KBIT_IFACE_MINOR KBIT_LOADER_OPTIM8_MINOR
-#define KBIT_IFACE_MAJOR KBIT_OPTIM8_VERSION_MAJOR
-#define KBIT_IFACE_SYMBOL "kbit_optim8_interface_version"
-#define KBIT_IFACE_TABLE kbit_optim8_table
-#define KBIT_IFACE_DEF "kbit_optim8.def"
-#include "loader_interface.inc"
+// Pass 3: the list of all descriptors in list order, and the interface's traits.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) \
+    namespace ns {                           \
+    using All = List<
+#define KBIT_INTERFACE_END(name, NAME, ns) \
+    ListEnd > ;                            \
+    struct Traits {                        \
+        using TableT = Table;              \
+        using Functions = All;             \
+        using Public = PublicTable;        \
+        static constexpr int id = kIface;  \
+    };                                     \
+    }
+#define KBIT_FN KBIT_LOADER_LIST_ITEM
+#include "kbit_all.def"
+#undef KBIT_FN
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 
 #undef KBIT_LOADER_TABLE_MEMBER
 #undef KBIT_LOADER_DESCRIPTOR
@@ -133,27 +149,41 @@ void for_each(List<D...>, F&& f) {
 // Calls f(Ns::Traits{}) for each interface, in interface-id order.
 template <class F>
 void for_each_interface(F&& f) {
-    f(core::Traits{});
-    f(b4::Traits{});
-    f(b8::Traits{});
-    f(o8::Traits{});
+#define KBIT_INTERFACE(name, NAME, ns) f(ns::Traits{});
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 }
 
-// Every backend interface's tables, in one object per opened backend.
+// Every backend interface's tables, in one object per opened backend (member = the interface's ns).
 struct Tables {
-    core::Table core;
-    b4::Table t4;
-    b8::Table t8;
-    o8::Table o8;
+#define KBIT_INTERFACE(name, NAME, ns) ns::Table ns;
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 };
 
 template <int I> auto& table_of(Tables& t);
-template <> inline auto& table_of<KBIT_INTERFACE_CORE>(Tables& t) { return t.core; }
-template <> inline auto& table_of<KBIT_INTERFACE_4BIT>(Tables& t) { return t.t4; }
-template <> inline auto& table_of<KBIT_INTERFACE_8BIT>(Tables& t) { return t.t8; }
-template <> inline auto& table_of<KBIT_INTERFACE_OPTIM8>(Tables& t) { return t.o8; }
+#define KBIT_INTERFACE(name, NAME, ns) \
+    template <>                         \
+    inline auto& table_of<KBIT_INTERFACE_##NAME>(Tables & t) { return t.ns; }
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 
 template <int I> const auto& table_of(const Tables& t) { return table_of<I>(const_cast<Tables&>(t)); }
+
+// The registry's order is the public interface ids' order.
+namespace registry {
+enum Order {
+#define KBIT_INTERFACE(name, NAME, ns) ns,
+#include "interfaces.def"
+#undef KBIT_INTERFACE
+    count
+};
+#define KBIT_INTERFACE(name, NAME, ns) \
+    static_assert(ns == KBIT_INTERFACE_##NAME, "abi/interfaces.def is in KBIT_INTERFACE_<NAME> order");
+#include "interfaces.def"
+#undef KBIT_INTERFACE
+static_assert(count == KBIT_INTERFACE_COUNT, "abi/interfaces.def lists every KBIT_INTERFACE_<NAME>");
+}  // namespace registry
 
 // Static facts about interface I, by id.
 struct InterfaceInfo {

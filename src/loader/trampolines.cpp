@@ -53,28 +53,18 @@ auto forward(A... args) {
 
 extern "C" {
 
+// Every function of every interface, forwarded to the default backend's table, and each interface's
+// version symbol (the loader's own minor).
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns)                                \
+    KBIT_API uint32_t kbit_##name##_interface_version(void) {               \
+        return KBIT_MAKE_VERSION(kbit::loader::ns::kMajor, kbit::loader::ns::kMinor); \
+    }
+#define KBIT_INTERFACE_END(name, NAME, ns)
 #define KBIT_FN(minor, ret, name, params, args) \
-    KBIT_API ret name params { return kbit::loader::forward<kbit::loader::NS::name> args; }
-#define NS core
-#include "kbit_core.def"
-#undef NS
-#define NS b4
-#include "kbit_4bit.def"
-#undef NS
-#define NS b8
-#include "kbit_8bit.def"
-#undef NS
-#define NS o8
-#include "kbit_optim8.def"
-#undef NS
+    KBIT_API ret name params { return kbit::loader::forward<kbit::loader::functions::name> args; }
+#include "kbit_all.def"
 #undef KBIT_FN
-
-#define KBIT_LOADER_VERSION_SYMBOL(symbol, ns) \
-    KBIT_API uint32_t symbol(void) { return KBIT_MAKE_VERSION(kbit::loader::ns::kMajor, kbit::loader::ns::kMinor); }
-KBIT_LOADER_VERSION_SYMBOL(kbit_core_interface_version, core)
-KBIT_LOADER_VERSION_SYMBOL(kbit_4bit_interface_version, b4)
-KBIT_LOADER_VERSION_SYMBOL(kbit_8bit_interface_version, b8)
-KBIT_LOADER_VERSION_SYMBOL(kbit_optim8_interface_version, o8)
-#undef KBIT_LOADER_VERSION_SYMBOL
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 
 }  // extern "C"

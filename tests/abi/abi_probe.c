@@ -1,5 +1,5 @@
-/* The public ABI as debug information: every function of every list (abi/*.def, including the loader
- * API) defined with an empty body against the public headers, built with -g into a small shared
+/* The public ABI as debug information: every function of every .def list in abi/ (including the
+ * loader API) defined with an empty body against the public headers, built with -g into a small shared
  * object whose abidw description is the baseline abi/kbit.abi. abidiff of a fresh build against the
  * baseline (ctest abi.baseline) catches any change of a declaration, a parameter or return type, or
  * the layout of a public struct (kbit_half, kbit_bf16, the loader's tables). */

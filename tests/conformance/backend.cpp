@@ -11,37 +11,23 @@ namespace {
 
 Backend g_backend;
 
-// Copies the loader's table of one interface into the suite's typed struct (NULL table = absent).
+// Copies the loader's table of one interface into the suite's typed struct.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void copy(Fns_##ns& fns, const kbit_##name##_table* table) {
+#define KBIT_INTERFACE_END(name, NAME, ns) }
 #define KBIT_FN(minor, ret, name, params, args) fns.name = table->name;
-void copy(CoreFns& fns, const kbit_core_table* table) {
-#include "kbit_core.def"
-}
-void copy(Fns4bit& fns, const kbit_4bit_table* table) {
-#include "kbit_4bit.def"
-}
-void copy(Fns8bit& fns, const kbit_8bit_table* table) {
-#include "kbit_8bit.def"
-}
-void copy(FnsOptim8& fns, const kbit_optim8_table* table) {
-#include "kbit_optim8.def"
-}
+#include "kbit_all.def"
 #undef KBIT_FN
+#undef KBIT_INTERFACE_END
+#undef KBIT_INTERFACE_BEGIN
 
 // The same structs filled with libkbit.so's exports (the trampolines), resolved at link time.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void use_trampolines(Fns_##ns& fns) {
+#define KBIT_INTERFACE_END(name, NAME, ns) }
 #define KBIT_FN(minor, ret, name, params, args) fns.name = &::name;
-void use_trampolines(CoreFns& fns) {
-#include "kbit_core.def"
-}
-void use_trampolines(Fns4bit& fns) {
-#include "kbit_4bit.def"
-}
-void use_trampolines(Fns8bit& fns) {
-#include "kbit_8bit.def"
-}
-void use_trampolines(FnsOptim8& fns) {
-#include "kbit_optim8.def"
-}
+#include "kbit_all.def"
 #undef KBIT_FN
+#undef KBIT_INTERFACE_END
+#undef KBIT_INTERFACE_BEGIN
 
 // Version of an accepted interface, 0 when absent or rejected.
 uint32_t accepted_version(const kbit_loader_candidate* c, int32_t iface) {
@@ -69,23 +55,18 @@ bool open_backend(const std::string& spec, std::string* error, bool trampolines)
     }
     const kbit_loader_candidate* c = kbit_loader_backend_candidate(handle);
     b.path = c->path;
-    b.core_version = accepted_version(c, KBIT_INTERFACE_CORE);
-    b.v4bit = accepted_version(c, KBIT_INTERFACE_4BIT);
-    b.v8bit = accepted_version(c, KBIT_INTERFACE_8BIT);
-    b.voptim8 = accepted_version(c, KBIT_INTERFACE_OPTIM8);
-    if (trampolines) {
-        use_trampolines(b.core);
-        if (b.v4bit) use_trampolines(b.b4);
-        if (b.v8bit) use_trampolines(b.b8);
-        if (b.voptim8) use_trampolines(b.o8);
-    } else {
-        // The handle stays open for the whole run.
-        b.handle = handle;
-        copy(b.core, kbit_loader_core_table(handle));
-        if (b.v4bit) copy(b.b4, kbit_loader_4bit_table(handle));
-        if (b.v8bit) copy(b.b8, kbit_loader_8bit_table(handle));
-        if (b.voptim8) copy(b.o8, kbit_loader_optim8_table(handle));
+#define KBIT_INTERFACE(name, NAME, ns) b.version[KBIT_INTERFACE_##NAME] = accepted_version(c, KBIT_INTERFACE_##NAME);
+#include "interfaces.def"
+#undef KBIT_INTERFACE
+    if (!trampolines) b.handle = handle;  // stays open for the whole run
+    // Core is always there (the loader refuses a backend without it); the others when accepted.
+#define KBIT_INTERFACE(name, NAME, ns)                                          \
+    if (KBIT_INTERFACE_##NAME == KBIT_INTERFACE_CORE || b.has(KBIT_INTERFACE_##NAME)) { \
+        if (trampolines) use_trampolines(b.ns);                                 \
+        else copy(b.ns, kbit_loader_##name##_table(handle));                    \
     }
+#include "interfaces.def"
+#undef KBIT_INTERFACE
     return true;
 }
 

@@ -13,34 +13,31 @@
 
 namespace kbit_test {
 
+// One struct of function pointers per interface (abi/interfaces.def): Fns_core, Fns_b4, ...
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) struct Fns_##ns {
+#define KBIT_INTERFACE_END(name, NAME, ns) \
+    }                                      \
+    ;
 #define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
-struct CoreFns {
-#include "kbit_core.def"
-};
-struct Fns4bit {
-#include "kbit_4bit.def"
-};
-struct Fns8bit {
-#include "kbit_8bit.def"
-};
-struct FnsOptim8 {
-#include "kbit_optim8.def"
-};
+#include "kbit_all.def"
 #undef KBIT_FN
+#undef KBIT_INTERFACE_BEGIN
+#undef KBIT_INTERFACE_END
 
 struct Backend {
     std::string spec;  // what --backend named ("" = the loader's default choice)
     std::string path;  // file that was opened
     bool trampolines = false;  // functions are libkbit.so's trampolines to its default backend
-    uint32_t core_version = 0, v4bit = 0, v8bit = 0, voptim8 = 0;  // 0 = interface absent
-    CoreFns core;
-    Fns4bit b4;
-    Fns8bit b8;
-    FnsOptim8 o8;
+    uint32_t version[KBIT_INTERFACE_COUNT] = {};  // by KBIT_INTERFACE_<NAME>; 0 = interface absent
+    // The functions of each interface, as members named by the registry: core, b4, b8, o8.
+#define KBIT_INTERFACE(name, NAME, ns) Fns_##ns ns;
+#include "interfaces.def"
+#undef KBIT_INTERFACE
     kbit_backend* handle = nullptr;  // opened by kbit_loader_open (not with trampolines), closed at the end
-    bool has_4bit() const { return v4bit != 0; }
-    bool has_8bit() const { return v8bit != 0; }
-    bool has_optim8() const { return voptim8 != 0; }
+    bool has(int32_t iface) const { return version[iface] != 0; }
+    bool has_4bit() const { return has(KBIT_INTERFACE_4BIT); }
+    bool has_8bit() const { return has(KBIT_INTERFACE_8BIT); }
+    bool has_optim8() const { return has(KBIT_INTERFACE_OPTIM8); }
 };
 
 // Opens the backend named by `spec` (a name such as "cpu" or a path to a .so) with kbit_loader_open;

@@ -77,10 +77,15 @@ int main(int argc, char** argv) {
         kbit_test::close_backend();
         return kSkipped;
     }
-    std::printf("backend %s (%s)%s: %s\ninterfaces: core %s, 4bit %s, 8bit %s, optim8 %s\n",
-                b.core.kbit_backend_name(), b.path.c_str(), trampolines ? " through libkbit.so's trampolines" : "",
-                b.core.kbit_backend_info(), version(b.core_version).c_str(), version(b.v4bit).c_str(),
-                version(b.v8bit).c_str(), version(b.voptim8).c_str());
+    std::printf("backend %s (%s)%s: %s\ninterfaces:", b.core.kbit_backend_name(), b.path.c_str(),
+                trampolines ? " through libkbit.so's trampolines" : "", b.core.kbit_backend_info());
+    const char* separator = " ";
+#define KBIT_INTERFACE(name, NAME, ns)                                                                    \
+    std::printf("%s%s %s", separator, #name, version(b.version[KBIT_INTERFACE_##NAME]).c_str()); \
+    separator = ", ";
+#include "interfaces.def"
+#undef KBIT_INTERFACE
+    std::printf("\n");
     report_stubs(b.path);
     const int failed = session.run();
     kbit_test::close_backend();

@@ -9,10 +9,11 @@ using kbit_test::backend;
 
 TEST_CASE("core: interface versions match the headers", "[core]") {
     const auto& b = backend();
-    CHECK(KBIT_VERSION_MAJOR_OF(b.core_version) == KBIT_CORE_VERSION_MAJOR);
-    if (b.has_4bit()) CHECK(KBIT_VERSION_MAJOR_OF(b.v4bit) == KBIT_4BIT_VERSION_MAJOR);
-    if (b.has_8bit()) CHECK(KBIT_VERSION_MAJOR_OF(b.v8bit) == KBIT_8BIT_VERSION_MAJOR);
-    if (b.has_optim8()) CHECK(KBIT_VERSION_MAJOR_OF(b.voptim8) == KBIT_OPTIM8_VERSION_MAJOR);
+#define KBIT_INTERFACE(name, NAME, ns)                                                            \
+    if (KBIT_INTERFACE_##NAME == KBIT_INTERFACE_CORE || b.has(KBIT_INTERFACE_##NAME))              \
+        CHECK(KBIT_VERSION_MAJOR_OF(b.version[KBIT_INTERFACE_##NAME]) == KBIT_##NAME##_VERSION_MAJOR);
+#include "interfaces.def"
+#undef KBIT_INTERFACE
     CHECK(KBIT_MAKE_VERSION(1, 2) == 0x00010002u);
 }
 

@@ -1,0 +1,17 @@
+# The backend interfaces, read from their one list abi/interfaces.def (see there):
+# KBIT_INTERFACES = core;4bit;8bit;optim8, in loader order.
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../abi/interfaces.def" _kbit_registry REGEX "^KBIT_INTERFACE\\(")
+set(KBIT_INTERFACES "")
+foreach(_line IN LISTS _kbit_registry)
+  if(NOT _line MATCHES "^KBIT_INTERFACE\\(([A-Za-z0-9_]+), *([A-Za-z0-9_]+), *([A-Za-z0-9_]+)\\)")
+    message(FATAL_ERROR "abi/interfaces.def: cannot parse: ${_line}")
+  endif()
+  string(TOUPPER "${CMAKE_MATCH_1}" _upper)
+  if(NOT _upper STREQUAL CMAKE_MATCH_2)
+    message(FATAL_ERROR "abi/interfaces.def: NAME of ${CMAKE_MATCH_1} must be ${_upper}")
+  endif()
+  list(APPEND KBIT_INTERFACES "${CMAKE_MATCH_1}")
+endforeach()
+if(NOT KBIT_INTERFACES)
+  message(FATAL_ERROR "abi/interfaces.def lists no interface")
+endif()
