@@ -12,57 +12,41 @@
 
 static int failures = 0;
 
-#define CHECK_ORDER(table, name)                                                          \
-    do {                                                                                  \
-        if (offsetof(table, name) != expected) {                                          \
-            printf("%s.%s at offset %u, expected %u\n", #table, #name,                    \
-                   (unsigned)offsetof(table, name), (unsigned)expected);                  \
-            ++failures;                                                                   \
-        }                                                                                 \
-        expected += sizeof(void*);                                                        \
-        ++members;                                                                        \
+/* The member `name` of the local `table` sits at `expected`, the next free pointer slot. */
+#define CHECK_ORDER(name)                                                                   \
+    do {                                                                                    \
+        const size_t at = (size_t)((const char*)&table.name - (const char*)&table);         \
+        if (at != expected) {                                                               \
+            printf("%s at offset %u, expected %u\n", #name, (unsigned)at, (unsigned)expected); \
+            ++failures;                                                                     \
+        }                                                                                   \
+        expected += sizeof(void*);                                                          \
+        ++members;                                                                          \
     } while (0)
 
 int main(void) {
-    kbit_core_table core;
     kbit_4bit_table t4;
-    kbit_8bit_table t8;
-    kbit_optim8_table o8;
     size_t expected, members = 0;
     const size_t first = offsetof(kbit_core_table, kbit_backend_probe);
 
     if (offsetof(kbit_core_table, size) != 0 || offsetof(kbit_core_table, version) != sizeof(size_t)) ++failures;
 
-#define KBIT_FN(minor, ret, name, params, args) TABLE_VAR.name = &name; CHECK_ORDER(TABLE_TYPE, name);
-    expected = first;
-#define TABLE_VAR core
-#define TABLE_TYPE kbit_core_table
-#include "kbit_core.def"
-#undef TABLE_VAR
-#undef TABLE_TYPE
-    if (expected != sizeof(kbit_core_table)) ++failures;
-    expected = first;
-#define TABLE_VAR t4
-#define TABLE_TYPE kbit_4bit_table
-#include "kbit_4bit.def"
-#undef TABLE_VAR
-#undef TABLE_TYPE
-    if (expected != sizeof(kbit_4bit_table)) ++failures;
-    expected = first;
-#define TABLE_VAR t8
-#define TABLE_TYPE kbit_8bit_table
-#include "kbit_8bit.def"
-#undef TABLE_VAR
-#undef TABLE_TYPE
-    if (expected != sizeof(kbit_8bit_table)) ++failures;
-    expected = first;
-#define TABLE_VAR o8
-#define TABLE_TYPE kbit_optim8_table
-#include "kbit_optim8.def"
-#undef TABLE_VAR
-#undef TABLE_TYPE
-    if (expected != sizeof(kbit_optim8_table)) ++failures;
+    /* Every interface of abi/interfaces.def, each in a block with its own `table`. */
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) \
+    {                                        \
+        kbit_##name##_table table;           \
+        expected = first;
+#define KBIT_INTERFACE_END(name, NAME, ns)              \
+        if (expected != sizeof table) ++failures;       \
+        (void)table.size;                               \
+    }
+#define KBIT_FN(minor, ret, name, params, args) \
+    table.name = &name;                         \
+    CHECK_ORDER(name);
+#include "kbit_all.def"
 #undef KBIT_FN
+#undef KBIT_INTERFACE_END
+#undef KBIT_INTERFACE_BEGIN
 
     t4.size = sizeof t4;
     if (!KBIT_TABLE_HAS(kbit_4bit_table, &t4, kbit_dequantize_nf4_torchao_bf16)) ++failures;
@@ -73,9 +57,6 @@ int main(void) {
         printf("kbit_loader_interface_version() differs from the header\n");
         ++failures;
     }
-    (void)core.size;
-    (void)t8.size;
-    (void)o8.size;
     printf("%u table members checked, %d failures\n", (unsigned)members, failures);
     return failures != 0;
 }
