@@ -54,6 +54,16 @@
 #define KBIT_VERSION_MINOR_OF(v) ((uint32_t)(v) & 0xFFFFu)
 
 /* ============================================================================================== */
+/* Blocksizes                                                                                     */
+/* ============================================================================================== */
+
+/** Smallest blocksize (elements per absmax) of the blockwise 4-bit and 8-bit functions. The
+ *  blocksizes they accept are the powers of two from KBIT_BLOCKSIZE_MIN to KBIT_BLOCKSIZE_MAX. */
+#define KBIT_BLOCKSIZE_MIN 32
+/** Largest blocksize of the blockwise 4-bit and 8-bit functions (see KBIT_BLOCKSIZE_MIN). */
+#define KBIT_BLOCKSIZE_MAX 4096
+
+/* ============================================================================================== */
 /* Export and linkage                                                                             */
 /* ============================================================================================== */
 

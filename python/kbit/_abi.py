@@ -54,6 +54,15 @@ def _status_names():
 
 
 STATUS_NAMES = _status_names()
+
+
+def _core_define(name):
+    text = (INCLUDE_DIR / "kbit" / "kbit_core.h").read_text()
+    return int(re.search(rf"#define {name} (\d+)", text).group(1))
+
+
+# The blockwise functions' blocksizes: the powers of two between kbit_core.h's bounds.
+BLOCKSIZE_MIN, BLOCKSIZE_MAX = _core_define("KBIT_BLOCKSIZE_MIN"), _core_define("KBIT_BLOCKSIZE_MAX")
 RELEASE_VERSION = re.search(r'#define KBIT_RELEASE_VERSION_STRING "([^"]+)"',
                             (INCLUDE_DIR / "kbit" / "kbit_core.h").read_text()).group(1)
 

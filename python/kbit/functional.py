@@ -19,13 +19,14 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
+from . import _abi
 from ._devices import Ctx, adapter
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 _QUANT_TYPE = {"fp4": 1, "nf4": 2}  # KBIT_QUANT_FP4 / KBIT_QUANT_NF4
-BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+BLOCKSIZES = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1, _abi.BLOCKSIZE_MAX.bit_length()))
 NESTED_BLOCKSIZE = 256  # bitsandbytes' compress_statistics
 _U8, _I8, _I32, _F32, _F16 = (np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.float32, np.float16))
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kbit/kbit_core.h"
+
 #if defined(__CUDACC__)
 #  define KBIT_HD __host__ __device__ __forceinline__
 #else
@@ -19,10 +21,24 @@ namespace kbit {
 // Blocksizes
 // ------------------------------------------------------------------------------------------------
 
-constexpr int64_t kMinBlocksize = 32;
-constexpr int64_t kMaxBlocksize = 4096;
+constexpr int64_t kMinBlocksize = KBIT_BLOCKSIZE_MIN;
+constexpr int64_t kMaxBlocksize = KBIT_BLOCKSIZE_MAX;
 // Used verbatim in error messages so that every backend words them the same way.
 constexpr const char* kBlocksizeList = "32, 64, 128, 256, 512, 1024, 2048, 4096";
+
+// Whether `list` is "MIN, 2*MIN, ..., MAX" (the check that keeps kBlocksizeList true to the header).
+constexpr bool lists_powers_of_two(const char* list, int64_t min, int64_t max) {
+    for (int64_t b = min; b <= max; b *= 2) {
+        int64_t v = 0;
+        if (*list < '0' || *list > '9') return false;
+        while (*list >= '0' && *list <= '9') v = v * 10 + (*list++ - '0');
+        if (v != b) return false;
+        if (b < max && (*list++ != ',' || *list++ != ' ')) return false;
+    }
+    return *list == '\0';
+}
+static_assert(lists_powers_of_two(kBlocksizeList, kMinBlocksize, kMaxBlocksize),
+              "kBlocksizeList lists the powers of two from KBIT_BLOCKSIZE_MIN to KBIT_BLOCKSIZE_MAX");
 
 KBIT_HD bool is_supported_blocksize(int64_t b) {
     return b >= kMinBlocksize && b <= kMaxBlocksize && (b & (b - 1)) == 0;

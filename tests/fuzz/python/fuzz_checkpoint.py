@@ -45,7 +45,7 @@ kbit = fc.import_kbit()
 from kbit import QuantState, checkpoint  # noqa: E402
 
 FLOAT = [np.dtype(np.float32), np.dtype(np.float16), fc.BF16]
-BLOCKSIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+BLOCKSIZES = list(kbit.functional.BLOCKSIZES)
 PREFIXES = ["model.layers.0.mlp.down_proj", "w", "lm_head", "a.b.c.d", "model.quant_state_proj"]
 FIELDS = list(QuantState.valid_qs_keys) + ["weight", "bias", "SCB", "weight_format"]
 SAVABLE = {"bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
