@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Derives the ABI files from the function lists abi/kbit_<iface>.def (the single source):
 
-  abi/kbit_<iface>.symbols  every exported symbol of the interface, one per line
-  abi/kbit_<iface>.map      GNU ld version-script node(s), one per interface minor (KBIT_4BIT_1.0 ...)
+  abi/generated/kbit_<iface>.symbols  every exported symbol of the interface, one per line
+  abi/generated/kbit_<iface>.map      GNU ld version-script node(s), one per interface minor
+                                      (KBIT_4BIT_1.0 ...)
   include/kbit/kbit_loader_tables.h   the loader's per-interface function tables (public ABI)
 
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
@@ -17,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ABI = ROOT / "abi"
+GENERATED = ABI / "generated"
 INTERFACES = ("core", "4bit", "8bit", "optim8")  # the backend interfaces
 LOADER = "loader"  # the loader's own API, exported by libkbit.so only
 ALL_LISTS = INTERFACES + (LOADER,)
@@ -133,8 +135,8 @@ def generated_files():
     """(path, text) of every file this script owns."""
     files = []
     for iface in ALL_LISTS:
-        files.append((ABI / f"kbit_{iface}.symbols", render_symbols(iface)))
-        files.append((ABI / f"kbit_{iface}.map", render_map(iface)))
+        files.append((GENERATED / f"kbit_{iface}.symbols", render_symbols(iface)))
+        files.append((GENERATED / f"kbit_{iface}.map", render_map(iface)))
     files.append((TABLES_HEADER, render_tables_header()))
     return files
 
@@ -147,6 +149,7 @@ def main(argv):
             if not path.exists() or path.read_text() != text:
                 stale.append(path.relative_to(ROOT))
         else:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     if stale:
         print("stale ABI files (run scripts/abi_gen.py):", *map(str, stale), sep="\n  ")
