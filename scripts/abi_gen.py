@@ -24,26 +24,24 @@ everything besides the entries is a C comment):
 
   one entry per line, only ever appended. The optional trailing comment gives the variant's
   attributes as key=value words (a value with spaces in double quotes, never a ':') and, after a
-  ':', a one-line note.
-  Keys in use: T (the element C type), dt (its dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt
+  ':', a one-line note. Keys in use: T (the element C type), dt (its dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt
   (adam|ademamix|lion|momentum|rmsprop|adagrad); any other key becomes a column of its own.
 
-  /** @family <id> <title>
+  /** @family <id> [title]
    * <Doxygen text, written once for every entry of the family: what it does, formulas, shared
    *  @param / @return / @since lines>
    */
 
   A family block documents the entries that follow it, up to the next family block; every entry
   belongs to exactly one family. <id> is a stable snake_case identifier, unique over all lists (code
-  may paste it into names); <title>, optional, is a heading put above the family in the header. The
-  text lines start
-  with " * " (or are " *"), may not contain comment delimiters, and are copied into the header as
-  they are, so keep them within 110 columns. The family's @since must name the smallest
+  may paste it into names); the optional title is a heading put above the family in the header.
+  The text lines start with " * " (or are " *"), may not contain comment delimiters, and are copied
+  into the header as they are, so keep them within 110 columns. The family's @since must name the smallest
   since_minor of its entries. A one-line block "/** @family <id> */" naming an earlier family
   continues that family (for an entry appended by a later minor). Other comments are ignored;
   any other non-blank line is an error.
 
-In the header each family becomes: a heading, its doc block once, with a table of its variants
+In the header each family becomes: its heading (if titled), its doc block once, with a table of its variants
 (function, element type, format / optimizer / other attributes, note) inserted before the first
 @-command line, then each declaration `KBIT_API ret name(params);` (wrapped at 110 columns, the
 parameters spelled as in the .def), preceded by a one-line doc comment naming the variant. A family
