@@ -1,6 +1,6 @@
 # kbit_add_backend(<target> NAME <name> INTERFACES <core 4bit 8bit optim8 ...> SOURCES ...)
 # Builds libkbit_<name>.so the way abi/ABI.md requires: hidden visibility, the version scripts of
-# the implemented interfaces from abi/, -Bsymbolic (internal calls never leave the object), no
+# the implemented interfaces from abi/generated/, -Bsymbolic (internal calls never leave the object), no
 # undefined symbols, and a ctest that checks the exported symbols against abi/.
 function(kbit_add_backend target)
   cmake_parse_arguments(ARG "" "NAME" "INTERFACES;SOURCES" ${ARGN})
@@ -16,7 +16,7 @@ function(kbit_add_backend target)
   target_link_libraries(${target} PRIVATE kbit_common)
   set(maps "")
   foreach(iface IN LISTS ARG_INTERFACES)
-    set(map "${KBIT_ABI_DIR}/kbit_${iface}.map")
+    set(map "${KBIT_ABI_GENERATED_DIR}/kbit_${iface}.map")
     target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
     list(APPEND maps "${map}")
   endforeach()

@@ -9,8 +9,10 @@ set(KBIT_INSTALL_ABIDIR "${CMAKE_INSTALL_DATADIR}/kbit/abi")
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/kbit" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.h")
-file(GLOB _kbit_abi_files "${KBIT_ABI_DIR}/*.def" "${KBIT_ABI_DIR}/*.map" "${KBIT_ABI_DIR}/*.symbols"
-                          "${KBIT_ABI_DIR}/ABI.md")
+# The generated version scripts and symbol lists (abi/generated/ in the source tree) are installed
+# beside the lists, so the installed directory stays flat.
+file(GLOB _kbit_abi_files "${KBIT_ABI_DIR}/*.def" "${KBIT_ABI_GENERATED_DIR}/*.map"
+                          "${KBIT_ABI_GENERATED_DIR}/*.symbols" "${KBIT_ABI_DIR}/ABI.md")
 install(FILES ${_kbit_abi_files} DESTINATION "${KBIT_INSTALL_ABIDIR}")
 
 get_property(_kbit_libraries GLOBAL PROPERTY KBIT_BACKEND_TARGETS)

@@ -1,24 +1,71 @@
 #!/usr/bin/env python3
-"""Derives the ABI files from the function lists abi/kbit_<iface>.def (the single source):
+"""Derives the ABI files and the public declarations from the function lists abi/kbit_<iface>.def
+(the single source):
 
-  abi/kbit_<iface>.symbols  every exported symbol of the interface, one per line
-  abi/kbit_<iface>.map      GNU ld version-script node(s), one per interface minor (KBIT_4BIT_1.0 ...)
+  abi/generated/kbit_<iface>.symbols  every exported symbol of the interface, one per line
+  abi/generated/kbit_<iface>.map      GNU ld version-script node(s), one per interface minor
+                                      (KBIT_4BIT_1.0 ...)
   include/kbit/kbit_loader_tables.h   the loader's per-interface function tables (public ABI)
+  include/kbit/kbit_<iface>.h         the region between the lines
+                                        /* BEGIN GENERATED DECLARATIONS (...) */
+                                        /* END GENERATED DECLARATIONS */
+                                      (the declarations and their documentation); the rest of the
+                                      header (file comment, guards, version macros, constants,
+                                      types, the kbit_<iface>_interface_version() declaration) is
+                                      written by hand
   abi/generated/kbit_all.def          every backend interface (abi/interfaces.def) with its function
                                       list, for C/C++ X-macro users that walk all of them
+  abi/generated/kbit_<iface>_exports.def   the list again with each entry's family and variant,
+                                      KBIT_EXPORT(family, variant, since_minor, ret, name, params, args),
+                                      from which src/common/kbit_export_<iface>.h defines a backend's
+                                      exported functions (variant: the fmt=, opt= or out= attribute, or
+                                      none)
 
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
-it has no table.
+it has no table, and its header include/kbit/kbit_loader.h is written by hand.
 
-Usage: abi_gen.py [--check]   (--check: exit 1 if a committed file differs from what would be written)
-The module is also imported by tests and the Python package (parse_def, INTERFACES).
+Format of a .def file (it is #included by C99 and C++ code with various KBIT_FN definitions, so
+everything besides the entries is a C comment):
+
+  KBIT_FN(since_minor, return_type, name, (parameters), (argument names))  /* key=value ... : note */
+
+  one entry per line, only ever appended. The optional trailing comment gives the variant's
+  attributes as key=value words (a value with spaces in double quotes, never a ':') and, after a
+  ':', a one-line note. Keys in use: T (the element C type), dt (its dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt
+  (adam|ademamix|lion|momentum|rmsprop|adagrad); any other key becomes a column of its own.
+
+  /** @family <id> [title]
+   * <Doxygen text, written once for every entry of the family: what it does, formulas, shared
+   *  @param / @return / @since lines>
+   */
+
+  A family block documents the entries that follow it, up to the next family block; every entry
+  belongs to exactly one family. <id> is a stable snake_case identifier, unique over all lists (code
+  may paste it into names); the optional title is a heading put above the family in the header.
+  The text lines start with " * " (or are " *"), may not contain comment delimiters, and are copied
+  into the header as they are, so keep them within 110 columns. The family's @since must name the smallest
+  since_minor of its entries. A one-line block "/** @family <id> */" naming an earlier family
+  continues that family (for an entry appended by a later minor). Other comments are ignored;
+  any other non-blank line is an error.
+
+In the header each family becomes: its heading (if titled), its doc block once, with a table of its variants
+(function, element type, format / optimizer / other attributes, note) inserted before the first
+@-command line, then each declaration `KBIT_API ret name(params);` (wrapped at 110 columns, the
+parameters spelled as in the .def), preceded by a one-line doc comment naming the variant. A family
+of one function without attributes has no table: its doc block documents the declaration directly.
+
+Usage: abi_gen.py [--check]   (--check: exit 1 if a file differs from what would be written)
+The module is also imported by tests and the Python package (parse_def, INTERFACES); importing it
+reads only the interface registry abi/interfaces.def.
 """
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ABI = ROOT / "abi"
+GENERATED = ABI / "generated"
 _INTERFACE = re.compile(r"^KBIT_INTERFACE\((\w+),\s*(\w+),\s*(\w+)\)\s*$")
 
 
@@ -39,19 +86,94 @@ REGISTRY = parse_interfaces(ABI / "interfaces.def")
 INTERFACES = tuple(name for name, _, _ in REGISTRY)  # the backend interfaces, in loader order
 LOADER = "loader"  # the loader's own API, exported by libkbit.so only
 ALL_LISTS = INTERFACES + (LOADER,)
-TABLES_HEADER = ROOT / "include" / "kbit" / "kbit_loader_tables.h"
+INCLUDE = ROOT / "include" / "kbit"
+TABLES_HEADER = INCLUDE / "kbit_loader_tables.h"
 MAJOR = 1  # major of every interface in this tree; checked against the headers by tests
+WIDTH = 110  # column limit of the generated declarations
 
-_ENTRY = re.compile(r"^KBIT_FN\((\d+),\s*(.+?),\s*(\w+),\s*\((.*?)\),\s*\((.*?)\)\)\s*$")
+_ENTRY = re.compile(r"^KBIT_FN\((\d+),\s*(.+?),\s*(\w+),\s*\((.*?)\),\s*\((.*?)\)\)\s*(?:/\*(.*)\*/)?\s*$")
+_FAMILY = re.compile(r"^/\*\*\s*@family\s+([a-z][a-z0-9_]*)\b\s*(.*?)\s*$")
+_ATTR = re.compile(r'([A-Za-z_]\w*)=("[^":]*"|[^\s":=]+)(?=\s|$)')
+
+# Column headings of the variant attributes; dt and T share the "element type" column.
+_ATTR_HEADINGS = {"fmt": "format", "opt": "optimizer"}
 
 
-def parse_def(path):
-    """Returns [{'minor', 'ret', 'name', 'params': [(type, name)], 'args': [...]}] in list order."""
-    fns = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line.startswith("KBIT_FN("):
+def _variant(path, name, comment):
+    """(attrs, note) of an entry's trailing comment `key=value ... : note`."""
+    if comment is None:
+        return {}, ""
+    head, _, note = comment.partition(":")
+    attrs = {}
+    rest = head.strip()
+    while rest:
+        m = _ATTR.match(rest)
+        if not m:
+            raise ValueError(f"{path}: {name}: '{rest}' in the variant comment is not key=value")
+        if m[1] in attrs:
+            raise ValueError(f"{path}: {name}: attribute {m[1]} given twice")
+        attrs[m[1]] = m[2].strip('"')
+        rest = rest[m.end():].lstrip()
+    note = note.strip()
+    if "/*" in note:
+        raise ValueError(f"{path}: {name}: comment delimiter in the variant note")
+    return attrs, note
+
+
+def _parse(path):
+    """(functions, families) of one list; see parse_def and families."""
+    lines = Path(path).read_text().splitlines()
+    fns, fams, by_id = [], [], {}
+    current = None
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        line = raw.strip()
+        i += 1
+        if not line:
             continue
+        m = _FAMILY.match(line)
+        if m:
+            fid, title = m[1], m[2]
+            one_line = title.endswith("*/")
+            if one_line:
+                title = title[:-2].strip()
+            doc = []
+            while not one_line:
+                if i >= len(lines):
+                    raise ValueError(f"{path}: family {fid}: unterminated comment")
+                text = lines[i].rstrip()
+                i += 1
+                if text.strip() == "*/":
+                    break
+                tm = re.match(r"^ \*(?: (.*))?$", text)
+                if not tm:
+                    raise ValueError(f"{path}: family {fid}: doc line must start with ' * ': {text!r}")
+                body = tm[1] or ""
+                if "/*" in body or "*/" in body:
+                    raise ValueError(f"{path}: family {fid}: comment delimiter inside the doc text: {text!r}")
+                doc.append(body)
+            if fid in by_id:
+                if doc or title:
+                    raise ValueError(f"{path}: family {fid} is documented twice (continue it with "
+                                     f"a one-line /** @family {fid} */)")
+                current = by_id[fid]
+            else:
+                if not doc:
+                    raise ValueError(f"{path}: family {fid} has no documentation")
+                current = {"id": fid, "title": title, "doc": doc, "fns": []}
+                by_id[fid] = current
+                fams.append(current)
+            continue
+        if line.startswith("/*"):
+            while "*/" not in line:
+                if i >= len(lines):
+                    raise ValueError(f"{path}: unterminated comment")
+                line = lines[i]
+                i += 1
+            continue
+        if not line.startswith("KBIT_FN("):
+            raise ValueError(f"{path}: neither an entry nor a comment: {line}")
         m = _ENTRY.match(line)
         if not m:
             raise ValueError(f"{path}: cannot parse: {line}")
@@ -64,9 +186,33 @@ def parse_def(path):
         args = [a.strip() for a in m[5].split(",") if a.strip()]
         if args != [n for _, n in params]:
             raise ValueError(f"{path}: argument names of {m[3]} do not match its parameters")
-        fns.append({"minor": int(m[1]), "ret": m[2].strip(), "name": m[3], "params": params, "args": args,
-                    "params_text": m[4].strip()})
-    return fns
+        attrs, note = _variant(path, m[3], m[6])
+        fn = {"minor": int(m[1]), "ret": m[2].strip(), "name": m[3], "params": params, "args": args,
+              "params_text": m[4].strip(), "family": current["id"] if current else None,
+              "family_doc": current["doc"] if current else None, "attrs": attrs, "note": note}
+        fns.append(fn)
+        if current is not None:
+            current["fns"].append(fn)
+    for fam in fams:
+        if not fam["fns"]:
+            raise ValueError(f"{path}: family {fam['id']} has no entries")
+    return fns, fams
+
+
+def parse_def(path):
+    """Returns [{'minor', 'ret', 'name', 'params': [(type, name)], 'args': [...], 'params_text',
+    'family' (id or None), 'family_doc' (lines or None), 'attrs': {key: value}, 'note'}] in list order."""
+    return _parse(path)[0]
+
+
+def families(path):
+    """Returns [{'id', 'title', 'doc': [lines], 'fns': [entries as parse_def returns them]}] in order of
+    first appearance; raises ValueError when an entry has no family."""
+    fns, fams = _parse(path)
+    orphans = [f["name"] for f in fns if f["family"] is None]
+    if orphans:
+        raise ValueError(f"{path}: entries before the first family block: {', '.join(orphans)}")
+    return fams
 
 
 def version_symbol(iface):
@@ -148,6 +294,21 @@ def render_tables_header():
     return "\n".join(out) + "\n"
 
 
+# The attribute of an entry that names its variant for the export layer, in order of preference.
+VARIANT_KEYS = ("fmt", "opt", "out")
+
+
+def render_exports(iface):
+    out = [f"/* Generated by scripts/abi_gen.py from abi/kbit_{iface}.def; do not edit.",
+           " * KBIT_EXPORT(family, variant, since_minor, ret, name, (params), (args)) per entry, in list order;",
+           " * variant is the entry's fmt=, opt= or out= attribute, or none. */"]
+    for fn in parse_def(ABI / f"kbit_{iface}.def"):
+        variant = next((fn["attrs"][k] for k in VARIANT_KEYS if k in fn["attrs"]), "none")
+        out.append(f"KBIT_EXPORT({fn['family']}, {variant}, {fn['minor']}, {fn['ret']}, {fn['name']}, "
+                   f"({fn['params_text']}), ({', '.join(fn['args'])}))")
+    return "\n".join(out) + "\n"
+
+
 def render_all_def():
     out = [
         "/* Generated by scripts/abi_gen.py from abi/interfaces.def; do not edit.",
@@ -161,14 +322,155 @@ def render_all_def():
     return "\n".join(out) + "\n"
 
 
+# ---- public headers: the generated declaration region ------------------------------------------
+
+def begin_marker(iface):
+    return (f"/* BEGIN GENERATED DECLARATIONS (scripts/abi_gen.py from abi/kbit_{iface}.def; "
+            "do not edit) */")
+
+
+END_MARKER = "/* END GENERATED DECLARATIONS */"
+
+
+def _columns(fam):
+    """[(heading, cell function)] of the family's variant table, function name first."""
+    fns = fam["fns"]
+    cols = [("function", lambda f: f"{f['name']}()")]
+    keys = []
+    for f in fns:
+        keys += [k for k in f["attrs"] if k not in keys]
+    if "T" in keys or "dt" in keys:
+        def element(f):
+            t, dt = f["attrs"].get("T"), f["attrs"].get("dt")
+            return f"{dt} ({t})" if t and dt else (t or dt or "")
+        cols.append(("element type", element))
+    for k in keys:
+        if k not in ("T", "dt"):
+            cols.append((_ATTR_HEADINGS.get(k, k), lambda f, k=k: f["attrs"].get(k, "")))
+    if len({f["minor"] for f in fns}) > 1:
+        cols.append(("since", lambda f: f"1.{f['minor']}"))
+    if any(f["note"] for f in fns):
+        cols.append(("note", lambda f: f["note"]))
+    return cols
+
+
+def _table(fam):
+    cols = _columns(fam)
+    rows = [[h for h, _ in cols]] + [[cell(f) for _, cell in cols] for f in fam["fns"]]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
+
+    def line(cells):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return [line(rows[0]).rstrip(), rule] + [line(r).rstrip() for r in rows[1:]]
+
+
+def _needs_table(fam):
+    return len(fam["fns"]) > 1 or any(f["attrs"] or f["note"] for f in fam["fns"])
+
+
+def _check_since(iface, fam):
+    since = [ln for ln in fam["doc"] if ln.lstrip().startswith("@since")]
+    want = f"@since {iface} {MAJOR}.{min(f['minor'] for f in fam['fns'])}"
+    if [s.strip() for s in since] != [want]:
+        raise ValueError(f"abi/kbit_{iface}.def: family {fam['id']} needs exactly one '{want}' line")
+
+
+def _doc_block(iface, fam):
+    doc = list(fam["doc"])
+    if _needs_table(fam):
+        at = next((i for i, ln in enumerate(doc) if ln.lstrip().startswith("@")), len(doc))
+        table = ["Variants:", ""] + _table(fam)
+        if at > 0 and doc[at - 1] != "":
+            table = [""] + table
+        doc[at:at] = table + ([""] if at < len(doc) else [])
+    return ["/**"] + [(" * " + ln).rstrip() for ln in doc] + [" */"]
+
+
+def _variant_comment(fam, fn):
+    cols = _columns(fam)[1:]
+    # The values of the usual attributes speak for themselves; other keys are named.
+    known = ("element type",) + tuple(_ATTR_HEADINGS.values())
+    parts = [cell(fn) if h in known else f"{h} = {cell(fn)}" for h, cell in cols if h != "note" and cell(fn)]
+    text = fam["id"] + (": " + ", ".join(parts) if parts else "")
+    if fn["note"]:
+        text += f"; {fn['note']}"
+    text += "."
+    one = f"/** {text} */"
+    if len(one) <= WIDTH:
+        return [one]
+    return ["/**"] + [" * " + ln for ln in textwrap.wrap(text, WIDTH - 3)] + [" */"]
+
+
+def _declaration(fn):
+    """`KBIT_API ret name(params);`, continued on lines indented by four spaces within WIDTH columns."""
+    head = f"KBIT_API {fn['ret']} {fn['name']}("
+    params = [p.strip() for p in fn["params_text"].split(",")]
+    lines, cur = [], head
+    for i, p in enumerate(params):
+        tok = p + (");" if i == len(params) - 1 else ",")
+        sep = "" if cur in (head, "    ") else " "
+        if cur not in (head, "    ") and len(cur + sep + tok) > WIDTH:
+            lines.append(cur)
+            cur, sep = "    ", ""
+        cur += sep + tok
+    lines.append(cur)
+    return lines
+
+
+def _heading(fam):
+    text = f"/* ---- {fam['title']} [{fam['id']}] "
+    return text + "-" * max(4, 97 - len(text)) + " */"
+
+
+def render_declarations(iface):
+    """The generated region of include/kbit/kbit_<iface>.h, markers included."""
+    out = [begin_marker(iface)]
+    for fam in families(ABI / f"kbit_{iface}.def"):
+        _check_since(iface, fam)
+        out += ["", _heading(fam), ""] if fam["title"] else [""]
+        out += _doc_block(iface, fam)
+        for fn in fam["fns"]:
+            if _needs_table(fam):
+                out += _variant_comment(fam, fn)
+            out += _declaration(fn)
+    out += ["", END_MARKER]
+    return out
+
+
+def render_header(iface, text):
+    """`text` (the header) with its generated region replaced."""
+    lines = text.split("\n")
+    begin = [i for i, ln in enumerate(lines) if ln.startswith("/* BEGIN GENERATED DECLARATIONS")]
+    end = [i for i, ln in enumerate(lines) if ln == END_MARKER]
+    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
+        raise ValueError(f"include/kbit/kbit_{iface}.h: needs one BEGIN/END GENERATED DECLARATIONS pair")
+    return "\n".join(lines[: begin[0]] + render_declarations(iface) + lines[end[0] + 1:])
+
+
+def _check_family_ids():
+    seen = {}
+    for iface in INTERFACES:
+        for fam in families(ABI / f"kbit_{iface}.def"):
+            if fam["id"] in seen:
+                raise ValueError(f"family id {fam['id']} used by {seen[fam['id']]} and {iface}")
+            seen[fam["id"]] = iface
+
+
 def generated_files():
-    """(path, text) of every file this script owns."""
+    """(path, text) of every file this script owns (for a header: the whole header as it must be)."""
+    _check_family_ids()
     files = []
     for iface in ALL_LISTS:
-        files.append((ABI / f"kbit_{iface}.symbols", render_symbols(iface)))
-        files.append((ABI / f"kbit_{iface}.map", render_map(iface)))
+        files.append((GENERATED / f"kbit_{iface}.symbols", render_symbols(iface)))
+        files.append((GENERATED / f"kbit_{iface}.map", render_map(iface)))
     files.append((TABLES_HEADER, render_tables_header()))
-    files.append((ABI / "generated" / "kbit_all.def", render_all_def()))
+    for iface in INTERFACES:
+        header = INCLUDE / f"kbit_{iface}.h"
+        files.append((header, render_header(iface, header.read_text())))
+    files.append((GENERATED / "kbit_all.def", render_all_def()))
+    for iface in INTERFACES:
+        files.append((GENERATED / f"kbit_{iface}_exports.def", render_exports(iface)))
     return files
 
 
@@ -179,11 +481,11 @@ def main(argv):
         if check:
             if not path.exists() or path.read_text() != text:
                 stale.append(path.relative_to(ROOT))
-        else:
+        elif not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     if stale:
-        print("stale ABI files (run scripts/abi_gen.py):", *map(str, stale), sep="\n  ")
+        print("stale generated ABI files (run scripts/abi_gen.py):", *map(str, stale), sep="\n  ")
         return 1
     return 0
 

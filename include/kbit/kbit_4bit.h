@@ -51,20 +51,32 @@ KBIT_EXTERN_C_BEGIN
  */
 KBIT_API uint32_t kbit_4bit_interface_version(void);
 
-/* ============================================================================================== */
-/* Blockwise 4-bit quantization (bitsandbytes names)                                              */
-/* ============================================================================================== */
+/* BEGIN GENERATED DECLARATIONS (scripts/abi_gen.py from abi/kbit_4bit.def; do not edit) */
+
+/* ---- Blockwise 4-bit quantization (bitsandbytes names) [blockwise_quantize_4bit] ------------- */
 
 /**
- * Quantizes `n` fp32 (float) elements to 4-bit FP4 in blocks of `blocksize` consecutive elements
- * (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
+ * Quantizes `n` elements of type T to 4-bit codes of format fmt (FP4 or NF4, see the file comment) in
+ * blocks of `blocksize` consecutive elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in
+ * IEEE fp32: bit-identical on every backend). absmax[b] = max |A[i]| over block b (NaN elements
+ * ignored); each element is coded from A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble
+ * of out[j], 2j+1 to the low nibble; for odd n the last low nibble codes a zero. A zero block codes
+ * every nibble 0 with absmax 0. Device backends run it on the legacy default stream, as bitsandbytes
+ * does; kbit_quantize_4bit() takes a stream and 64-bit sizes.
+ *
+ * Variants:
+ *
+ * | function                       | element type     | format |
+ * |--------------------------------|------------------|--------|
+ * | cquantize_blockwise_fp32_fp4() | fp32 (float)     | fp4    |
+ * | cquantize_blockwise_fp16_fp4() | fp16 (kbit_half) | fp4    |
+ * | cquantize_blockwise_bf16_fp4() | bf16 (kbit_bf16) | fp4    |
+ * | cquantize_blockwise_fp32_nf4() | fp32 (float)     | nf4    |
+ * | cquantize_blockwise_fp16_nf4() | fp16 (kbit_half) | nf4    |
+ * | cquantize_blockwise_bf16_nf4() | bf16 (kbit_bf16) | nf4    |
+ *
  * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
+ * @param A          device memory, in: n elements of T (not modified).
  * @param absmax     device memory, out: ceil(n / blocksize) floats.
  * @param out        device memory, out: (n + 1) / 2 packed bytes.
  * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
@@ -73,126 +85,48 @@ KBIT_API uint32_t kbit_4bit_interface_version(void);
  *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status cquantize_blockwise_fp32_fp4(
-    float* code, float* A, float* absmax, unsigned char* out, int blocksize, const int n);
+/** blockwise_quantize_4bit: fp32 (float), fp4. */
+KBIT_API kbit_status cquantize_blockwise_fp32_fp4(float* code, float* A, float* absmax, unsigned char* out,
+    int blocksize, const int n);
+/** blockwise_quantize_4bit: fp16 (kbit_half), fp4. */
+KBIT_API kbit_status cquantize_blockwise_fp16_fp4(float* code, kbit_half* A, float* absmax,
+    unsigned char* out, int blocksize, const int n);
+/** blockwise_quantize_4bit: bf16 (kbit_bf16), fp4. */
+KBIT_API kbit_status cquantize_blockwise_bf16_fp4(float* code, kbit_bf16* A, float* absmax,
+    unsigned char* out, int blocksize, const int n);
+/** blockwise_quantize_4bit: fp32 (float), nf4. */
+KBIT_API kbit_status cquantize_blockwise_fp32_nf4(float* code, float* A, float* absmax, unsigned char* out,
+    int blocksize, const int n);
+/** blockwise_quantize_4bit: fp16 (kbit_half), nf4. */
+KBIT_API kbit_status cquantize_blockwise_fp16_nf4(float* code, kbit_half* A, float* absmax,
+    unsigned char* out, int blocksize, const int n);
+/** blockwise_quantize_4bit: bf16 (kbit_bf16), nf4. */
+KBIT_API kbit_status cquantize_blockwise_bf16_nf4(float* code, kbit_bf16* A, float* absmax,
+    unsigned char* out, int blocksize, const int n);
+
+/* ---- Blockwise 4-bit dequantization (bitsandbytes names) [blockwise_dequantize_4bit] --------- */
 
 /**
- * Quantizes `n` fp16 (kbit_half) elements to 4-bit FP4 in blocks of `blocksize` consecutive
- * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: (n + 1) / 2 packed bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_fp16_fp4(
-    float* code, kbit_half* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Quantizes `n` bf16 (kbit_bf16) elements to 4-bit FP4 in blocks of `blocksize` consecutive
- * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: (n + 1) / 2 packed bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_bf16_fp4(
-    float* code, kbit_bf16* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Quantizes `n` fp32 (float) elements to 4-bit NF4 in blocks of `blocksize` consecutive elements
- * (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: (n + 1) / 2 packed bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_fp32_nf4(
-    float* code, float* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Quantizes `n` fp16 (kbit_half) elements to 4-bit NF4 in blocks of `blocksize` consecutive
- * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: (n + 1) / 2 packed bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_fp16_nf4(
-    float* code, kbit_half* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Quantizes `n` bf16 (kbit_bf16) elements to 4-bit NF4 in blocks of `blocksize` consecutive
- * elements (bitsandbytes' blockwise 4-bit quantizer, evaluated in IEEE fp32: bit-identical on every
- * backend). absmax[b] = max |A[i]| over block b (NaN elements ignored); each element is coded from
- * A[i] * (1.0f / absmax[b]). Element 2j goes to the high nibble of out[j], 2j+1 to the low nibble;
- * for odd n the last low nibble codes a zero. A zero block codes every nibble 0 with absmax 0.
- * Device backends run it on the legacy default stream, as bitsandbytes does; kbit_quantize_4bit()
- * takes a stream and 64-bit sizes.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: (n + 1) / 2 packed bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_bf16_nf4(
-    float* code, kbit_bf16* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/* ============================================================================================== */
-/* Blockwise 4-bit dequantization (bitsandbytes names)                                            */
-/* ============================================================================================== */
-
-/**
- * Dequantizes `n` 4-bit FP4 codes to fp32 (float): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
+ * Dequantizes `n` 4-bit codes of format fmt to elements of type T: out[i] = RN(LUT[nibble(i)] *
+ * absmax[i / blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every
+ * backend). LUT = the fixed table of fmt (FP4: nibble 1000 gives -0.0; NF4: the 16 NF4 levels);
+ * `code` is ignored.
+ *
+ * Variants:
+ *
+ * | function                         | element type     | format |
+ * |----------------------------------|------------------|--------|
+ * | cdequantize_blockwise_fp32_fp4() | fp32 (float)     | fp4    |
+ * | cdequantize_blockwise_fp16_fp4() | fp16 (kbit_half) | fp4    |
+ * | cdequantize_blockwise_bf16_fp4() | bf16 (kbit_bf16) | fp4    |
+ * | cdequantize_blockwise_fp32_nf4() | fp32 (float)     | nf4    |
+ * | cdequantize_blockwise_fp16_nf4() | fp16 (kbit_half) | nf4    |
+ * | cdequantize_blockwise_bf16_nf4() | bf16 (kbit_bf16) | nf4    |
+ *
  * @param code       ignored (bitsandbytes passes NULL); may be NULL.
  * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
  * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
+ * @param out        device memory, out: n elements of T.
  * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
  * @param n          number of elements, >= 0.
  * @param stream     stream to run on (NULL = default); ignored on the CPU.
@@ -200,124 +134,51 @@ KBIT_API kbit_status cquantize_blockwise_bf16_nf4(
  *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status cdequantize_blockwise_fp32_fp4(
-    float* code, unsigned char* A, float* absmax, float* out, int blocksize, const int n,
-    void* stream);
+/** blockwise_dequantize_4bit: fp32 (float), fp4. */
+KBIT_API kbit_status cdequantize_blockwise_fp32_fp4(float* code, unsigned char* A, float* absmax, float* out,
+    int blocksize, const int n, void* stream);
+/** blockwise_dequantize_4bit: fp16 (kbit_half), fp4. */
+KBIT_API kbit_status cdequantize_blockwise_fp16_fp4(float* code, unsigned char* A, float* absmax,
+    kbit_half* out, int blocksize, const int n, void* stream);
+/** blockwise_dequantize_4bit: bf16 (kbit_bf16), fp4. */
+KBIT_API kbit_status cdequantize_blockwise_bf16_fp4(float* code, unsigned char* A, float* absmax,
+    kbit_bf16* out, int blocksize, const int n, void* stream);
+/** blockwise_dequantize_4bit: fp32 (float), nf4. */
+KBIT_API kbit_status cdequantize_blockwise_fp32_nf4(float* code, unsigned char* A, float* absmax, float* out,
+    int blocksize, const int n, void* stream);
+/** blockwise_dequantize_4bit: fp16 (kbit_half), nf4. */
+KBIT_API kbit_status cdequantize_blockwise_fp16_nf4(float* code, unsigned char* A, float* absmax,
+    kbit_half* out, int blocksize, const int n, void* stream);
+/** blockwise_dequantize_4bit: bf16 (kbit_bf16), nf4. */
+KBIT_API kbit_status cdequantize_blockwise_bf16_nf4(float* code, unsigned char* A, float* absmax,
+    kbit_bf16* out, int blocksize, const int n, void* stream);
+
+/* ---- 4-bit GEMV and GEMM (bitsandbytes names) [gemv_4bit] ------------------------------------ */
 
 /**
- * Dequantizes `n` 4-bit FP4 codes to fp16 (kbit_half): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_fp16_fp4(
-    float* code, unsigned char* A, float* absmax, kbit_half* out, int blocksize, const int n,
-    void* stream);
-
-/**
- * Dequantizes `n` 4-bit FP4 codes to bf16 (kbit_bf16): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed FP4 table (nibble 1000 gives -0.0); `code` is ignored.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_bf16_fp4(
-    float* code, unsigned char* A, float* absmax, kbit_bf16* out, int blocksize, const int n,
-    void* stream);
-
-/**
- * Dequantizes `n` 4-bit NF4 codes to fp32 (float): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed NF4 table; `code` is ignored.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_fp32_nf4(
-    float* code, unsigned char* A, float* absmax, float* out, int blocksize, const int n,
-    void* stream);
-
-/**
- * Dequantizes `n` 4-bit NF4 codes to fp16 (kbit_half): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed NF4 table; `code` is ignored.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_fp16_nf4(
-    float* code, unsigned char* A, float* absmax, kbit_half* out, int blocksize, const int n,
-    void* stream);
-
-/**
- * Dequantizes `n` 4-bit NF4 codes to bf16 (kbit_bf16): out[i] = RN(LUT[nibble(i)] * absmax[i /
- * blocksize]), one fp32 multiply and one round to nearest even (exact, identical on every backend).
- * LUT = the fixed NF4 table; `code` is ignored.
- * @param code       ignored (bitsandbytes passes NULL); may be NULL.
- * @param A          device memory, in: (n + 1) / 2 packed bytes (element 2j in the high nibble).
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_bf16_nf4(
-    float* code, unsigned char* A, float* absmax, kbit_bf16* out, int blocksize, const int n,
-    void* stream);
-
-/* ============================================================================================== */
-/* 4-bit GEMV and GEMM (bitsandbytes names)                                                       */
-/* ============================================================================================== */
-
-/**
- * 4-bit GEMV for one fp32 (float) activation row (bitsandbytes' naive inference kernel): out[r] =
+ * 4-bit GEMV for one activation row of type T (bitsandbytes' naive inference kernel): out[r] =
  * sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
  * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
  * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
- * backend's choosing, rounds the result once to the output type.
+ * backend's choosing, rounds the result once to the output type T.
+ *
+ * Variants:
+ *
+ * | function                          | element type     |
+ * |-----------------------------------|------------------|
+ * | cgemm_4bit_inference_naive_fp32() | fp32 (float)     |
+ * | cgemm_4bit_inference_naive_fp16() | fp16 (kbit_half) |
+ * | cgemm_4bit_inference_naive_bf16() | bf16 (kbit_bf16) |
+ *
  * @param m          number of output features (weight rows), >= 0.
  * @param n          unused (bitsandbytes passes 1).
  * @param k          inner dimension, even, >= 0.
- * @param A          device memory, in: k elements (only the first row is used).
+ * @param A          device memory, in: k elements of T (only the first row is used).
  * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
  * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
  * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
  *                   bitsandbytes' quant_state.code); used verbatim.
- * @param out        device memory, out: m elements.
+ * @param out        device memory, out: m elements of T.
  * @param lda        unused.
  * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
  * @param ldc        unused.
@@ -327,73 +188,32 @@ KBIT_API kbit_status cdequantize_blockwise_bf16_nf4(
  *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status cgemm_4bit_inference_naive_fp32(
-    int m, int n, int k, float* A, unsigned char* B, float* absmax, float* datatype, float* out,
-    int lda, int ldb, int ldc, int blocksize, void* stream);
+/** gemv_4bit: fp32 (float). */
+KBIT_API kbit_status cgemm_4bit_inference_naive_fp32(int m, int n, int k, float* A, unsigned char* B,
+    float* absmax, float* datatype, float* out, int lda, int ldb, int ldc, int blocksize, void* stream);
+/** gemv_4bit: fp16 (kbit_half). */
+KBIT_API kbit_status cgemm_4bit_inference_naive_fp16(int m, int n, int k, kbit_half* A, unsigned char* B,
+    float* absmax, float* datatype, kbit_half* out, int lda, int ldb, int ldc, int blocksize, void* stream);
+/** gemv_4bit: bf16 (kbit_bf16). */
+KBIT_API kbit_status cgemm_4bit_inference_naive_bf16(int m, int n, int k, kbit_bf16* A, unsigned char* B,
+    float* absmax, float* datatype, kbit_bf16* out, int lda, int ldb, int ldc, int blocksize, void* stream);
 
 /**
- * 4-bit GEMV for one fp16 (kbit_half) activation row (bitsandbytes' naive inference kernel): out[r]
- * = sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
- * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
- * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
- * backend's choosing, rounds the result once to the output type.
- * @param m          number of output features (weight rows), >= 0.
- * @param n          unused (bitsandbytes passes 1).
- * @param k          inner dimension, even, >= 0.
- * @param A          device memory, in: k elements (only the first row is used).
- * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
- * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
- * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
- *                   bitsandbytes' quant_state.code); used verbatim.
- * @param out        device memory, out: m elements.
- * @param lda        unused.
- * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
- * @param ldc        unused.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (m, k > 0), negative
- *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cgemm_4bit_inference_naive_fp16(
-    int m, int n, int k, kbit_half* A, unsigned char* B, float* absmax, float* datatype,
-    kbit_half* out, int lda, int ldb, int ldc, int blocksize, void* stream);
-
-/**
- * 4-bit GEMV for one bf16 (kbit_bf16) activation row (bitsandbytes' naive inference kernel): out[r]
- * = sum_k A[k] * W[r][k] for r < m, where W[r][k] = datatype[nibble] * absmax[(2*ldb*r + k) /
- * blocksize] and the weight element (r, k) is nibble 2*ldb*r + k of B (bitsandbytes' quantize_4bit
- * output of the row-major [m, k] weight, so ldb = k / 2). Accumulates in fp32 in an order of the
- * backend's choosing, rounds the result once to the output type.
- * @param m          number of output features (weight rows), >= 0.
- * @param n          unused (bitsandbytes passes 1).
- * @param k          inner dimension, even, >= 0.
- * @param A          device memory, in: k elements (only the first row is used).
- * @param B          device memory, in: packed 4-bit weight, m * ldb bytes.
- * @param absmax     device memory, in: ceil(2 * ldb * m / blocksize) fp32 block scales (not nested).
- * @param datatype   device memory, in: the 16-entry fp32 LUT indexed by nibble (NF4 or FP4 table,
- *                   bitsandbytes' quant_state.code); used verbatim.
- * @param out        device memory, out: m elements.
- * @param lda        unused.
- * @param ldb        bytes per weight row, >= k / 2 (bitsandbytes passes (k + 1) / 2).
- * @param ldc        unused.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (m, k > 0), negative
- *         m or k, odd k, ldb < k / 2, another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cgemm_4bit_inference_naive_bf16(
-    int m, int n, int k, kbit_bf16* A, unsigned char* B, float* absmax, float* datatype,
-    kbit_bf16* out, int lda, int ldb, int ldc, int blocksize, void* stream);
-
-/**
- * Fused 4-bit GEMM with fp32 (float) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
- * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
- * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
- * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
- * in fp32 in an order of the backend's choosing.
- * @param A             device memory, in: M * K elements.
+ * Fused 4-bit GEMM with activations of type T: out[i][j] = RN(sum_k A[i][k] * W[j][k] + bias[j]),
+ * A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row), out
+ * row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with nested
+ * absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates in fp32 in
+ * an order of the backend's choosing.
+ *
+ * Variants:
+ *
+ * | function          | element type     |
+ * |-------------------|------------------|
+ * | cgemm_4bit_fp32() | fp32 (float)     |
+ * | cgemm_4bit_fp16() | fp16 (kbit_half) |
+ * | cgemm_4bit_bf16() | bf16 (kbit_bf16) |
+ *
+ * @param A             device memory, in: M * K elements of T.
  * @param B             device memory, in: N * K / 2 packed bytes.
  * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
  *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
@@ -401,8 +221,8 @@ KBIT_API kbit_status cgemm_4bit_inference_naive_bf16(
  * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
  * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
  * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
- * @param out           device memory, out: M * N elements.
- * @param bias          device memory, in: N elements, or NULL for no bias.
+ * @param out           device memory, out: M * N elements of T.
+ * @param bias          device memory, in: N elements of T, or NULL for no bias.
  * @param M             rows of A, >= 0.
  * @param N             output features, >= 0.
  * @param K             inner dimension, even, >= 0.
@@ -413,76 +233,20 @@ KBIT_API kbit_status cgemm_4bit_inference_naive_bf16(
  *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status cgemm_4bit_fp32(
-    const float* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-    const float* absmax_code, const float* absmax_offset, float* out, const float* bias, int M,
-    int N, int K, int blocksize, int quant_type, void* stream);
+/** gemm_4bit: fp32 (float). */
+KBIT_API kbit_status cgemm_4bit_fp32(const float* A, const uint8_t* B, const float* absmax,
+    const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset, float* out,
+    const float* bias, int M, int N, int K, int blocksize, int quant_type, void* stream);
+/** gemm_4bit: fp16 (kbit_half). */
+KBIT_API kbit_status cgemm_4bit_fp16(const kbit_half* A, const uint8_t* B, const float* absmax,
+    const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset, kbit_half* out,
+    const kbit_half* bias, int M, int N, int K, int blocksize, int quant_type, void* stream);
+/** gemm_4bit: bf16 (kbit_bf16). */
+KBIT_API kbit_status cgemm_4bit_bf16(const kbit_bf16* A, const uint8_t* B, const float* absmax,
+    const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset, kbit_bf16* out,
+    const kbit_bf16* bias, int M, int N, int K, int blocksize, int quant_type, void* stream);
 
-/**
- * Fused 4-bit GEMM with fp16 (kbit_half) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
- * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
- * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
- * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
- * in fp32 in an order of the backend's choosing.
- * @param A             device memory, in: M * K elements.
- * @param B             device memory, in: N * K / 2 packed bytes.
- * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
- *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
- *                      (bitsandbytes' state2.absmax).
- * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
- * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
- * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
- * @param out           device memory, out: M * N elements.
- * @param bias          device memory, in: N elements, or NULL for no bias.
- * @param M             rows of A, >= 0.
- * @param N             output features, >= 0.
- * @param K             inner dimension, even, >= 0.
- * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param quant_type    1 = FP4, any other value = NF4 (bitsandbytes passes 2).
- * @param stream        stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL required pointer, negative
- *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cgemm_4bit_fp16(
-    const kbit_half* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-    const float* absmax_code, const float* absmax_offset, kbit_half* out, const kbit_half* bias,
-    int M, int N, int K, int blocksize, int quant_type, void* stream);
-
-/**
- * Fused 4-bit GEMM with bf16 (kbit_bf16) activations: out[i][j] = RN(sum_k A[i][k] * W[j][k] +
- * bias[j]), A row-major [M, K], W the row-major [N, K] packed 4-bit weight (K / 2 bytes per row),
- * out row-major [M, N]. The scale of block beta = (j*K + k) / blocksize is absmax[beta], or with
- * nested absmax absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset. Accumulates
- * in fp32 in an order of the backend's choosing.
- * @param A             device memory, in: M * K elements.
- * @param B             device memory, in: N * K / 2 packed bytes.
- * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
- *                      ceil(ceil(N*K / blocksize) / 256) second-level scales
- *                      (bitsandbytes' state2.absmax).
- * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
- * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
- * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
- * @param out           device memory, out: M * N elements.
- * @param bias          device memory, in: N elements, or NULL for no bias.
- * @param M             rows of A, >= 0.
- * @param N             output features, >= 0.
- * @param K             inner dimension, even, >= 0.
- * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param quant_type    1 = FP4, any other value = NF4 (bitsandbytes passes 2).
- * @param stream        stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL required pointer, negative
- *         sizes, odd K, another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status cgemm_4bit_bf16(
-    const kbit_bf16* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-    const float* absmax_code, const float* absmax_offset, kbit_bf16* out, const kbit_bf16* bias,
-    int M, int N, int K, int blocksize, int quant_type, void* stream);
-
-/* ============================================================================================== */
-/* kbit additions: 64-bit sizes and streams for every quantizer                                   */
-/* ============================================================================================== */
+/* ---- kbit additions: 64-bit sizes and streams for every quantizer [quantize_4bit_dtype] ------ */
 
 /**
  * Same as cquantize_blockwise_<dtype>_<quant_type> with 64-bit sizes and an explicit stream.
@@ -498,9 +262,8 @@ KBIT_API kbit_status cgemm_4bit_bf16(
  *         range, unknown quant_type or dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_quantize_4bit(
-    int32_t quant_type, int32_t dtype, const void* A, float* absmax, uint8_t* out,
-    int64_t blocksize, int64_t n, void* stream);
+KBIT_API kbit_status kbit_quantize_4bit(int32_t quant_type, int32_t dtype, const void* A, float* absmax,
+    uint8_t* out, int64_t blocksize, int64_t n, void* stream);
 
 /**
  * Same as cdequantize_blockwise_<dtype>_<quant_type> with 64-bit sizes.
@@ -516,13 +279,10 @@ KBIT_API kbit_status kbit_quantize_4bit(
  *         range, unknown quant_type or dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_dequantize_4bit(
-    int32_t quant_type, int32_t dtype, const uint8_t* A, const float* absmax, void* out,
-    int64_t blocksize, int64_t n, void* stream);
+KBIT_API kbit_status kbit_dequantize_4bit(int32_t quant_type, int32_t dtype, const uint8_t* A,
+    const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
 
-/* ============================================================================================== */
-/* kbit additions: bitsandbytes double quantization (nested absmax)                               */
-/* ============================================================================================== */
+/* ---- kbit additions: bitsandbytes double quantization (nested absmax) [nested_absmax_quantize] ---- */
 
 /**
  * bitsandbytes double quantization of 4-bit block scales (compress_statistics=True): offset =
@@ -544,9 +304,8 @@ KBIT_API kbit_status kbit_dequantize_4bit(
  *         another nested_blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_nested_absmax_quantize(
-    const float* absmax, const float* code, uint8_t* qabsmax, float* nested_absmax, float* offset,
-    int64_t blocks, int64_t nested_blocksize, void* stream);
+KBIT_API kbit_status kbit_nested_absmax_quantize(const float* absmax, const float* code, uint8_t* qabsmax,
+    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize, void* stream);
 
 /**
  * Restores 4-bit block scales from bitsandbytes' nested form: absmax[b] = (code[qabsmax[b]] *
@@ -565,26 +324,34 @@ KBIT_API kbit_status kbit_nested_absmax_quantize(
  *         another nested_blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_nested_absmax_dequantize(
-    const uint8_t* qabsmax, const float* code, const float* nested_absmax, float offset,
-    float* absmax, int64_t blocks, int64_t nested_blocksize, void* stream);
+KBIT_API kbit_status kbit_nested_absmax_dequantize(const uint8_t* qabsmax, const float* code,
+    const float* nested_absmax, float offset, float* absmax, int64_t blocks, int64_t nested_blocksize,
+    void* stream);
 
-/* ============================================================================================== */
-/* kbit additions: torchao NF4Tensor format                                                       */
-/* ============================================================================================== */
+/* ---- kbit additions: torchao NF4Tensor format [torchao_quantize] ----------------------------- */
 
 /**
- * Quantizes a fp32 (float) tensor to torchao's NF4Tensor format, computing in fp32 exactly as
- * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
- * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
- * scaler_block_size scalers; each element the nearest of torchao's 16-entry fp32 NF4 table to w /
- * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
- * @param w                   device memory, in: n elements.
+ * Quantizes a tensor of type T to torchao's NF4Tensor format, computing in T's precision (fp32, fp16
+ * or bf16) exactly as torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size
+ * elements the absmax s_b; the scaler mean; the centred scalers as linear int8 codes with one
+ * quantization factor per scaler_block_size scalers; each element the nearest of torchao's 16-entry
+ * NF4 table in T to w / s_b (ties to the lowest index). The outputs are torchao's inner tensors,
+ * byte for byte.
+ *
+ * Variants:
+ *
+ * | function                         | element type     |
+ * |----------------------------------|------------------|
+ * | kbit_quantize_nf4_torchao_fp32() | fp32 (float)     |
+ * | kbit_quantize_nf4_torchao_fp16() | fp16 (kbit_half) |
+ * | kbit_quantize_nf4_torchao_bf16() | bf16 (kbit_bf16) |
+ *
+ * @param w                   device memory, in: n elements of T.
  * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
  * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
- * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
+ * @param quantization_factor device memory, out: n / block_size / scaler_block_size values of T
  *                            (torchao `quantization_factor`).
- * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
+ * @param scaler_mean         device memory, out: one value of T (torchao `scaler_mean`).
  * @param n                   number of elements: n % block_size == 0,
  *                            (n / block_size) % scaler_block_size == 0.
  * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
@@ -594,70 +361,36 @@ KBIT_API kbit_status kbit_nested_absmax_dequantize(
  *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_quantize_nf4_torchao_fp32(
-    const float* w, uint8_t* quantized_data, int8_t* quantized_scalers, float* quantization_factor,
-    float* scaler_mean, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
-
-/**
- * Quantizes a fp16 (kbit_half) tensor to torchao's NF4Tensor format, computing in fp16 exactly as
- * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
- * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
- * scaler_block_size scalers; each element the nearest of torchao's 16-entry fp16 NF4 table to w /
- * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
- * @param w                   device memory, in: n elements.
- * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
- * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
- * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
- *                            (torchao `quantization_factor`).
- * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
- * @param n                   number of elements: n % block_size == 0,
- *                            (n / block_size) % scaler_block_size == 0.
- * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
- * @param scaler_block_size   scalers per quantization factor, > 0 (torchao default 256).
- * @param stream              stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
- *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status kbit_quantize_nf4_torchao_fp16(
-    const kbit_half* w, uint8_t* quantized_data, int8_t* quantized_scalers,
-    kbit_half* quantization_factor, kbit_half* scaler_mean, int64_t n, int64_t block_size,
+/** torchao_quantize: fp32 (float). */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_fp32(const float* w, uint8_t* quantized_data,
+    int8_t* quantized_scalers, float* quantization_factor, float* scaler_mean, int64_t n, int64_t block_size,
     int64_t scaler_block_size, void* stream);
+/** torchao_quantize: fp16 (kbit_half). */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_fp16(const kbit_half* w, uint8_t* quantized_data,
+    int8_t* quantized_scalers, kbit_half* quantization_factor, kbit_half* scaler_mean, int64_t n,
+    int64_t block_size, int64_t scaler_block_size, void* stream);
+/** torchao_quantize: bf16 (kbit_bf16). */
+KBIT_API kbit_status kbit_quantize_nf4_torchao_bf16(const kbit_bf16* w, uint8_t* quantized_data,
+    int8_t* quantized_scalers, kbit_bf16* quantization_factor, kbit_bf16* scaler_mean, int64_t n,
+    int64_t block_size, int64_t scaler_block_size, void* stream);
 
 /**
- * Quantizes a bf16 (kbit_bf16) tensor to torchao's NF4Tensor format, computing in bf16 exactly as
- * torchao's to_nf4(w, block_size, scaler_block_size) does: per block_size elements the absmax s_b;
- * the scaler mean; the centred scalers as linear int8 codes with one quantization factor per
- * scaler_block_size scalers; each element the nearest of torchao's 16-entry bf16 NF4 table to w /
- * s_b (ties to the lowest index). The outputs are torchao's inner tensors, byte for byte.
- * @param w                   device memory, in: n elements.
- * @param quantized_data      device memory, out: n / 2 packed bytes (torchao `quantized_data`).
- * @param quantized_scalers   device memory, out: n / block_size int8 (torchao `quantized_scalers`).
- * @param quantization_factor device memory, out: n / block_size / scaler_block_size values
- *                            (torchao `quantization_factor`).
- * @param scaler_mean         device memory, out: one value (torchao `scaler_mean`).
- * @param n                   number of elements: n % block_size == 0,
- *                            (n / block_size) % scaler_block_size == 0.
- * @param block_size          elements per first-level block, even, > 0 (torchao default 64).
- * @param scaler_block_size   scalers per quantization factor, > 0 (torchao default 256).
- * @param stream              stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
- *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status kbit_quantize_nf4_torchao_bf16(
-    const kbit_bf16* w, uint8_t* quantized_data, int8_t* quantized_scalers,
-    kbit_bf16* quantization_factor, kbit_bf16* scaler_mean, int64_t n, int64_t block_size,
-    int64_t scaler_block_size, void* stream);
-
-/**
- * Dequantizes torchao's NF4Tensor inner tensors to fp32 (float), in fp32 arithmetic as torchao
- * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
+ * Dequantizes torchao's NF4Tensor inner tensors to elements of type T, in T's arithmetic (fp32, fp16
+ * or bf16) as torchao does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
+ *
+ * Variants:
+ *
+ * | function                           | element type     |
+ * |------------------------------------|------------------|
+ * | kbit_dequantize_nf4_torchao_fp32() | fp32 (float)     |
+ * | kbit_dequantize_nf4_torchao_fp16() | fp16 (kbit_half) |
+ * | kbit_dequantize_nf4_torchao_bf16() | bf16 (kbit_bf16) |
+ *
  * @param quantized_data      device memory, in: n / 2 packed bytes.
  * @param quantized_scalers   device memory, in: n / block_size int8.
- * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
- * @param scaler_mean         device memory, in: one value.
- * @param out                 device memory, out: n elements.
+ * @param quantization_factor device memory, in: n / block_size / scaler_block_size values of T.
+ * @param scaler_mean         device memory, in: one value of T.
+ * @param out                 device memory, out: n elements of T.
  * @param n                   number of elements (same constraints as the quantizer).
  * @param block_size          elements per first-level block, even, > 0.
  * @param scaler_block_size   scalers per quantization factor, > 0.
@@ -666,52 +399,20 @@ KBIT_API kbit_status kbit_quantize_nf4_torchao_bf16(
  *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.0
  */
-KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp32(
-    const uint8_t* quantized_data, const int8_t* quantized_scalers,
-    const float* quantization_factor, const float* scaler_mean, float* out, int64_t n,
-    int64_t block_size, int64_t scaler_block_size, void* stream);
+/** torchao_dequantize: fp32 (float). */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp32(const uint8_t* quantized_data,
+    const int8_t* quantized_scalers, const float* quantization_factor, const float* scaler_mean, float* out,
+    int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
+/** torchao_dequantize: fp16 (kbit_half). */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp16(const uint8_t* quantized_data,
+    const int8_t* quantized_scalers, const kbit_half* quantization_factor, const kbit_half* scaler_mean,
+    kbit_half* out, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
+/** torchao_dequantize: bf16 (kbit_bf16). */
+KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_data,
+    const int8_t* quantized_scalers, const kbit_bf16* quantization_factor, const kbit_bf16* scaler_mean,
+    kbit_bf16* out, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
 
-/**
- * Dequantizes torchao's NF4Tensor inner tensors to fp16 (kbit_half), in fp16 arithmetic as torchao
- * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
- * @param quantized_data      device memory, in: n / 2 packed bytes.
- * @param quantized_scalers   device memory, in: n / block_size int8.
- * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
- * @param scaler_mean         device memory, in: one value.
- * @param out                 device memory, out: n elements.
- * @param n                   number of elements (same constraints as the quantizer).
- * @param block_size          elements per first-level block, even, > 0.
- * @param scaler_block_size   scalers per quantization factor, > 0.
- * @param stream              stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
- *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp16(
-    const uint8_t* quantized_data, const int8_t* quantized_scalers,
-    const kbit_half* quantization_factor, const kbit_half* scaler_mean, kbit_half* out, int64_t n,
-    int64_t block_size, int64_t scaler_block_size, void* stream);
-
-/**
- * Dequantizes torchao's NF4Tensor inner tensors to bf16 (kbit_bf16), in bf16 arithmetic as torchao
- * does: scaler s_b = RN(q_b / factor) + mean, element = nf4[idx] * s_b.
- * @param quantized_data      device memory, in: n / 2 packed bytes.
- * @param quantized_scalers   device memory, in: n / block_size int8.
- * @param quantization_factor device memory, in: n / block_size / scaler_block_size values.
- * @param scaler_mean         device memory, in: one value.
- * @param out                 device memory, out: n elements.
- * @param n                   number of elements (same constraints as the quantizer).
- * @param block_size          elements per first-level block, even, > 0.
- * @param scaler_block_size   scalers per quantization factor, > 0.
- * @param stream              stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, sizes that
- *         torchao rejects); KBIT_STATUS_DEVICE_ERROR.
- * @since 4bit 1.0
- */
-KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(
-    const uint8_t* quantized_data, const int8_t* quantized_scalers,
-    const kbit_bf16* quantization_factor, const kbit_bf16* scaler_mean, kbit_bf16* out, int64_t n,
-    int64_t block_size, int64_t scaler_block_size, void* stream);
+/* END GENERATED DECLARATIONS */
 
 KBIT_EXTERN_C_END
 

@@ -46,12 +46,12 @@ KBIT_EXTERN_C_BEGIN
  */
 KBIT_API uint32_t kbit_8bit_interface_version(void);
 
-/* ============================================================================================== */
-/* Blockwise dynamic 8-bit quantization (bitsandbytes names)                                      */
-/* ============================================================================================== */
+/* BEGIN GENERATED DECLARATIONS (scripts/abi_gen.py from abi/kbit_8bit.def; do not edit) */
+
+/* ---- Blockwise dynamic 8-bit quantization (bitsandbytes names) [blockwise_quantize_8bit] ----- */
 
 /**
- * Quantizes `n` fp32 (float) elements to 8-bit codes of the caller's 256-entry table, in blocks of
+ * Quantizes `n` elements of type T to 8-bit codes of the caller's 256-entry table, in blocks of
  * `blocksize` elements (bitsandbytes' blockwise dynamic quantization, device semantics, in IEEE
  * fp32): absmax[b] = max |A[i]| over block b (NaN ignored); y = A[i] * (1.0f / absmax[b]); out[i] =
  * index of the nearest entry of `code`, where the midpoint between neighbours is (code[j] +
@@ -59,9 +59,18 @@ KBIT_API uint32_t kbit_8bit_interface_version(void);
  * code[0] gives 0, above code[255] gives 255, NaN gives 0. A zero block gives absmax 0 and every
  * code 0. Device backends run on the legacy default stream; kbit_quantize_blockwise_8bit() takes a
  * stream and 64-bit sizes.
+ *
+ * Variants:
+ *
+ * | function                   | element type     |
+ * |----------------------------|------------------|
+ * | cquantize_blockwise_fp32() | fp32 (float)     |
+ * | cquantize_blockwise_fp16() | fp16 (kbit_half) |
+ * | cquantize_blockwise_bf16() | bf16 (kbit_bf16) |
+ *
  * @param code       device memory, in: 256 non-decreasing floats (for example the signed dynamic map
  *                   of bitsandbytes' create_dynamic_map()); used verbatim, never written.
- * @param A          device memory, in: n elements (not modified).
+ * @param A          device memory, in: n elements of T (not modified).
  * @param absmax     device memory, out: ceil(n / blocksize) floats.
  * @param out        device memory, out: n bytes.
  * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
@@ -70,80 +79,32 @@ KBIT_API uint32_t kbit_8bit_interface_version(void);
  *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status cquantize_blockwise_fp32(
-    float* code, float* A, float* absmax, unsigned char* out, int blocksize, const int n);
+/** blockwise_quantize_8bit: fp32 (float). */
+KBIT_API kbit_status cquantize_blockwise_fp32(float* code, float* A, float* absmax, unsigned char* out,
+    int blocksize, const int n);
+/** blockwise_quantize_8bit: fp16 (kbit_half). */
+KBIT_API kbit_status cquantize_blockwise_fp16(float* code, kbit_half* A, float* absmax, unsigned char* out,
+    int blocksize, const int n);
+/** blockwise_quantize_8bit: bf16 (kbit_bf16). */
+KBIT_API kbit_status cquantize_blockwise_bf16(float* code, kbit_bf16* A, float* absmax, unsigned char* out,
+    int blocksize, const int n);
 
 /**
- * Quantizes `n` fp16 (kbit_half) elements to 8-bit codes of the caller's 256-entry table, in blocks
- * of `blocksize` elements (bitsandbytes' blockwise dynamic quantization, device semantics, in IEEE
- * fp32): absmax[b] = max |A[i]| over block b (NaN ignored); y = A[i] * (1.0f / absmax[b]); out[i] =
- * index of the nearest entry of `code`, where the midpoint between neighbours is (code[j] +
- * code[j+1]) * 0.5f in fp32 and a value exactly on a midpoint goes to the even index; y below
- * code[0] gives 0, above code[255] gives 255, NaN gives 0. A zero block gives absmax 0 and every
- * code 0. Device backends run on the legacy default stream; kbit_quantize_blockwise_8bit() takes a
- * stream and 64-bit sizes.
- * @param code       device memory, in: 256 non-decreasing floats (for example the signed dynamic map
- *                   of bitsandbytes' create_dynamic_map()); used verbatim, never written.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: n bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL code, A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_fp16(
-    float* code, kbit_half* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Quantizes `n` bf16 (kbit_bf16) elements to 8-bit codes of the caller's 256-entry table, in blocks
- * of `blocksize` elements (bitsandbytes' blockwise dynamic quantization, device semantics, in IEEE
- * fp32): absmax[b] = max |A[i]| over block b (NaN ignored); y = A[i] * (1.0f / absmax[b]); out[i] =
- * index of the nearest entry of `code`, where the midpoint between neighbours is (code[j] +
- * code[j+1]) * 0.5f in fp32 and a value exactly on a midpoint goes to the even index; y below
- * code[0] gives 0, above code[255] gives 255, NaN gives 0. A zero block gives absmax 0 and every
- * code 0. Device backends run on the legacy default stream; kbit_quantize_blockwise_8bit() takes a
- * stream and 64-bit sizes.
- * @param code       device memory, in: 256 non-decreasing floats (for example the signed dynamic map
- *                   of bitsandbytes' create_dynamic_map()); used verbatim, never written.
- * @param A          device memory, in: n elements (not modified).
- * @param absmax     device memory, out: ceil(n / blocksize) floats.
- * @param out        device memory, out: n bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL code, A, absmax or out (n > 0),
- *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cquantize_blockwise_bf16(
-    float* code, kbit_bf16* A, float* absmax, unsigned char* out, int blocksize, const int n);
-
-/**
- * Dequantizes `n` 8-bit codes to fp32 (float): out[i] = RN(code[A[i]] * absmax[i / blocksize]), one
- * fp32 multiply rounded once to nearest even (exact, identical on every backend).
- * @param code       device memory, in: the 256-entry table used to quantize.
- * @param A          device memory, in: n codes.
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (n > 0), n < 0 or
- *         another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_fp32(
-    float* code, unsigned char* A, float* absmax, float* out, int blocksize, const int n,
-    void* stream);
-
-/**
- * Dequantizes `n` 8-bit codes to fp16 (kbit_half): out[i] = RN(code[A[i]] * absmax[i / blocksize]),
+ * Dequantizes `n` 8-bit codes to elements of type T: out[i] = RN(code[A[i]] * absmax[i / blocksize]),
  * one fp32 multiply rounded once to nearest even (exact, identical on every backend).
+ *
+ * Variants:
+ *
+ * | function                     | element type     |
+ * |------------------------------|------------------|
+ * | cdequantize_blockwise_fp32() | fp32 (float)     |
+ * | cdequantize_blockwise_fp16() | fp16 (kbit_half) |
+ * | cdequantize_blockwise_bf16() | bf16 (kbit_bf16) |
+ *
  * @param code       device memory, in: the 256-entry table used to quantize.
  * @param A          device memory, in: n codes.
  * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
+ * @param out        device memory, out: n elements of T.
  * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
  * @param n          number of elements, >= 0.
  * @param stream     stream to run on (NULL = default); ignored on the CPU.
@@ -151,31 +112,17 @@ KBIT_API kbit_status cdequantize_blockwise_fp32(
  *         another blocksize; KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status cdequantize_blockwise_fp16(
-    float* code, unsigned char* A, float* absmax, kbit_half* out, int blocksize, const int n,
-    void* stream);
+/** blockwise_dequantize_8bit: fp32 (float). */
+KBIT_API kbit_status cdequantize_blockwise_fp32(float* code, unsigned char* A, float* absmax, float* out,
+    int blocksize, const int n, void* stream);
+/** blockwise_dequantize_8bit: fp16 (kbit_half). */
+KBIT_API kbit_status cdequantize_blockwise_fp16(float* code, unsigned char* A, float* absmax, kbit_half* out,
+    int blocksize, const int n, void* stream);
+/** blockwise_dequantize_8bit: bf16 (kbit_bf16). */
+KBIT_API kbit_status cdequantize_blockwise_bf16(float* code, unsigned char* A, float* absmax, kbit_bf16* out,
+    int blocksize, const int n, void* stream);
 
-/**
- * Dequantizes `n` 8-bit codes to bf16 (kbit_bf16): out[i] = RN(code[A[i]] * absmax[i / blocksize]),
- * one fp32 multiply rounded once to nearest even (exact, identical on every backend).
- * @param code       device memory, in: the 256-entry table used to quantize.
- * @param A          device memory, in: n codes.
- * @param absmax     device memory, in: ceil(n / blocksize) floats.
- * @param out        device memory, out: n elements.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
- * @param n          number of elements, >= 0.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (n > 0), n < 0 or
- *         another blocksize; KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cdequantize_blockwise_bf16(
-    float* code, unsigned char* A, float* absmax, kbit_bf16* out, int blocksize, const int n,
-    void* stream);
-
-/* ============================================================================================== */
-/* LLM.int8 (bitsandbytes names)                                                                  */
-/* ============================================================================================== */
+/* ---- LLM.int8 (bitsandbytes names) [int8_vector_quant] --------------------------------------- */
 
 /**
  * LLM.int8 row-wise quantization of an fp16 matrix (bitsandbytes' int8_vectorwise_quant kernel):
@@ -195,8 +142,8 @@ KBIT_API kbit_status cdequantize_blockwise_bf16(
  *         negative sizes, rows * cols > INT32_MAX, negative or NaN threshold); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status cint8_vector_quant(
-    kbit_half* A, int8_t* out, float* rowStats, float threshold, int rows, int cols, void* stream);
+KBIT_API kbit_status cint8_vector_quant(kbit_half* A, int8_t* out, float* rowStats, float threshold, int rows,
+    int cols, void* stream);
 
 /**
  * Creates a context holding the backend's BLAS handle for cigemmlt_* (bitsandbytes calls it once
@@ -204,7 +151,7 @@ KBIT_API kbit_status cint8_vector_quant(
  * @return a new context, or NULL on failure (kbit_last_error_message() says why).
  * @since 8bit 1.0
  */
-KBIT_API kbit_context*get_context(void);
+KBIT_API kbit_context* get_context(void);
 
 /**
  * Destroys a context from get_context() (bitsandbytes never frees its contexts). NULL is accepted.
@@ -215,9 +162,19 @@ KBIT_API kbit_context*get_context(void);
 KBIT_API kbit_status kbit_context_destroy(kbit_context* context);
 
 /**
- * int8 GEMM with int32 output in bitsandbytes' calling convention (exact): C[t*ldc + o] = sum_{i <
- * m} A[o*lda + i] * B[t*ldb + i] for t < n, o < k. bitsandbytes computes out = X * W^T with A = W
- * [out_features, K], B = X [tokens, K], m = K, n = tokens, k = out_features.
+ * int8 GEMM in bitsandbytes' calling convention: with the exact int32 sum acc = sum_{i < m}
+ * A[o*lda + i] * B[t*ldb + i], stores C[t*ldc + o] for t < n, o < k as the variant's note says
+ * (rint rounds half to even, saturate_int8 clamps to [-128, 127]). bitsandbytes computes
+ * out = X * W^T with A = W [out_features, K], B = X [tokens, K], m = K, n = tokens, k = out_features.
+ *
+ * Variants:
+ *
+ * | function              | C       | out           | note                                                   |
+ * |-----------------------|---------|---------------|--------------------------------------------------------|
+ * | cigemmlt_32()         | int32_t | int32         | C[t*ldc + o] = acc (exact)                             |
+ * | cigemmlt_8()          | int8_t  | int8          | C[t*ldc + o] = saturate_int8(rint(acc))                |
+ * | cigemmlt_8_rowscale() | int8_t  | int8_rowscale | C[t*ldc + o] = saturate_int8(rint(acc * row_scale[o])) |
+ *
  * @param context    from get_context(); must not be NULL.
  * @param m          shared (inner) dimension K; bitsandbytes passes the input features.
  * @param n          rows of B and of C (bitsandbytes: tokens).
@@ -225,8 +182,9 @@ KBIT_API kbit_status kbit_context_destroy(kbit_context* context);
  * @param A          device memory, in: int8 [k][lda] row-major (the weight), first m of each row used.
  * @param B          device memory, in: int8 [n][ldb] row-major (the activations).
  * @param C          device memory, out: [n][ldc] row-major, first k of each row written; element type
- *                   as in the summary.
- * @param row_scale  device memory, in: ignored (bitsandbytes passes NULL).
+ *                   as in the table (column C).
+ * @param row_scale  device memory, in: cigemmlt_8_rowscale: k floats, one per output feature (column
+ *                   of C); ignored by the others (bitsandbytes passes NULL).
  * @param lda        elements per row of A, >= m.
  * @param ldb        elements per row of B, >= m.
  * @param ldc        elements per row of C, >= k.
@@ -236,59 +194,15 @@ KBIT_API kbit_status kbit_context_destroy(kbit_context* context);
  *         BLAS cannot run this shape (bitsandbytes then falls back); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status cigemmlt_32(
-    kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B, void* C,
-    float* row_scale, int lda, int ldb, int ldc, void* stream);
-
-/**
- * As cigemmlt_32 with int8 output: C[t*ldc + o] = saturate_int8(rint(sum_{i < m} A[o*lda + i] *
- * B[t*ldb + i])) (round half to even, clamp to [-128, 127]).
- * @param context    from get_context(); must not be NULL.
- * @param m          shared (inner) dimension K; bitsandbytes passes the input features.
- * @param n          rows of B and of C (bitsandbytes: tokens).
- * @param k          rows of A, columns of C (bitsandbytes: output features).
- * @param A          device memory, in: int8 [k][lda] row-major (the weight), first m of each row used.
- * @param B          device memory, in: int8 [n][ldb] row-major (the activations).
- * @param C          device memory, out: [n][ldc] row-major, first k of each row written; element type
- *                   as in the summary.
- * @param row_scale  device memory, in: ignored.
- * @param lda        elements per row of A, >= m.
- * @param ldb        elements per row of B, >= m.
- * @param ldc        elements per row of C, >= k.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return 0 (KBIT_STATUS_SUCCESS); KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with sizes > 0, negative
- *         sizes, leading dimensions too small); KBIT_STATUS_NOT_SUPPORTED (100) when the backend's
- *         BLAS cannot run this shape (bitsandbytes then falls back); KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cigemmlt_8(
-    kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B, void* C,
-    float* row_scale, int lda, int ldb, int ldc, void* stream);
-
-/**
- * As cigemmlt_8 with a per-output-feature fp32 scale: C[t*ldc + o] = saturate_int8(rint(acc *
- * row_scale[o])) where acc is the exact int32 sum.
- * @param context    from get_context(); must not be NULL.
- * @param m          shared (inner) dimension K; bitsandbytes passes the input features.
- * @param n          rows of B and of C (bitsandbytes: tokens).
- * @param k          rows of A, columns of C (bitsandbytes: output features).
- * @param A          device memory, in: int8 [k][lda] row-major (the weight), first m of each row used.
- * @param B          device memory, in: int8 [n][ldb] row-major (the activations).
- * @param C          device memory, out: [n][ldc] row-major, first k of each row written; element type
- *                   as in the summary.
- * @param row_scale  device memory, in: k floats, one per output feature (column of C).
- * @param lda        elements per row of A, >= m.
- * @param ldb        elements per row of B, >= m.
- * @param ldc        elements per row of C, >= k.
- * @param stream     stream to run on (NULL = default); ignored on the CPU.
- * @return 0 (KBIT_STATUS_SUCCESS); KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with sizes > 0, negative
- *         sizes, leading dimensions too small); KBIT_STATUS_NOT_SUPPORTED (100) when the backend's
- *         BLAS cannot run this shape (bitsandbytes then falls back); KBIT_STATUS_DEVICE_ERROR.
- * @since 8bit 1.0
- */
-KBIT_API kbit_status cigemmlt_8_rowscale(
-    kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B, void* C,
-    float* row_scale, int lda, int ldb, int ldc, void* stream);
+/** igemmlt: C = int32_t, out = int32; C[t*ldc + o] = acc (exact). */
+KBIT_API kbit_status cigemmlt_32(kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B,
+    void* C, float* row_scale, int lda, int ldb, int ldc, void* stream);
+/** igemmlt: C = int8_t, out = int8; C[t*ldc + o] = saturate_int8(rint(acc)). */
+KBIT_API kbit_status cigemmlt_8(kbit_context* context, int m, int n, int k, const int8_t* A, const int8_t* B,
+    void* C, float* row_scale, int lda, int ldb, int ldc, void* stream);
+/** igemmlt: C = int8_t, out = int8_rowscale; C[t*ldc + o] = saturate_int8(rint(acc * row_scale[o])). */
+KBIT_API kbit_status cigemmlt_8_rowscale(kbit_context* context, int m, int n, int k, const int8_t* A,
+    const int8_t* B, void* C, float* row_scale, int lda, int ldb, int ldc, void* stream);
 
 /**
  * Dequantizes an int32 LLM.int8 product to fp16 (exact): out[r][c] = RN_fp16(fmaf(float(A[r][c]) *
@@ -306,13 +220,10 @@ KBIT_API kbit_status cigemmlt_8_rowscale(
  *         matrix, negative sizes, numRows * numCols > INT32_MAX); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status cdequant_mm_int32_fp16(
-    int* A, float* rowStats, float* colStats, kbit_half* out, kbit_half* bias, int numRows,
-    int numCols, void* stream);
+KBIT_API kbit_status cdequant_mm_int32_fp16(int* A, float* rowStats, float* colStats, kbit_half* out,
+    kbit_half* bias, int numRows, int numCols, void* stream);
 
-/* ============================================================================================== */
-/* kbit additions: 64-bit sizes and streams for the blockwise quantizer                           */
-/* ============================================================================================== */
+/* ---- kbit additions: 64-bit sizes and streams for the blockwise quantizer [quantize_8bit_dtype] ---- */
 
 /**
  * Same as cquantize_blockwise_<dtype> with 64-bit sizes and an explicit stream.
@@ -328,9 +239,8 @@ KBIT_API kbit_status cdequant_mm_int32_fp16(
  *         range, unknown dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status kbit_quantize_blockwise_8bit(
-    int32_t dtype, const float* code, const void* A, float* absmax, uint8_t* out, int64_t blocksize,
-    int64_t n, void* stream);
+KBIT_API kbit_status kbit_quantize_blockwise_8bit(int32_t dtype, const float* code, const void* A,
+    float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream);
 
 /**
  * Same as cdequantize_blockwise_<dtype> with 64-bit sizes.
@@ -346,13 +256,10 @@ KBIT_API kbit_status kbit_quantize_blockwise_8bit(
  *         range, unknown dtype, another blocksize); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status kbit_dequantize_blockwise_8bit(
-    int32_t dtype, const float* code, const uint8_t* A, const float* absmax, void* out,
-    int64_t blocksize, int64_t n, void* stream);
+KBIT_API kbit_status kbit_dequantize_blockwise_8bit(int32_t dtype, const float* code, const uint8_t* A,
+    const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
 
-/* ============================================================================================== */
-/* kbit additions: the host-side parts of LLM.int8                                                */
-/* ============================================================================================== */
+/* ---- kbit additions: the host-side parts of LLM.int8 [int8_vectorwise_quant] ----------------- */
 
 /**
  * The whole LLM.int8 activation quantization that bitsandbytes does partly in Python:
@@ -372,9 +279,8 @@ KBIT_API kbit_status kbit_dequantize_blockwise_8bit(
  *         matrix, negative sizes, negative or NaN threshold); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status kbit_int8_vectorwise_quant(
-    const kbit_half* A, int8_t* out, float* rowStats, uint8_t* outlier_cols, float threshold,
-    int64_t rows, int64_t cols, void* stream);
+KBIT_API kbit_status kbit_int8_vectorwise_quant(const kbit_half* A, int8_t* out, float* rowStats,
+    uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream);
 
 /**
  * The fp16 outlier part of an LLM.int8 linear layer, accumulated into its output: out[t][o] =
@@ -395,9 +301,11 @@ KBIT_API kbit_status kbit_int8_vectorwise_quant(
  *         negative sizes); KBIT_STATUS_DEVICE_ERROR.
  * @since 8bit 1.0
  */
-KBIT_API kbit_status kbit_int8_outlier_matmul_fp16(
-    const kbit_half* A, const int8_t* W, const float* W_stats, const uint8_t* outlier_cols,
-    kbit_half* out, int64_t rows, int64_t out_features, int64_t in_features, void* stream);
+KBIT_API kbit_status kbit_int8_outlier_matmul_fp16(const kbit_half* A, const int8_t* W, const float* W_stats,
+    const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features, int64_t in_features,
+    void* stream);
+
+/* END GENERATED DECLARATIONS */
 
 KBIT_EXTERN_C_END
 

@@ -161,6 +161,8 @@ KBIT_EXTERN_C_BEGIN
  */
 KBIT_API uint32_t kbit_core_interface_version(void);
 
+/* BEGIN GENERATED DECLARATIONS (scripts/abi_gen.py from abi/kbit_core.def; do not edit) */
+
 /**
  * Side-effect-free check whether this backend can run on this machine, and how well.
  * Must not initialise devices or allocate; may query the driver for a device count.
@@ -240,6 +242,8 @@ KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32
  * @since core 1.0
  */
 KBIT_API kbit_status kbit_stream_synchronize(void* stream);
+
+/* END GENERATED DECLARATIONS */
 
 KBIT_EXTERN_C_END
 
