@@ -1,0 +1,218 @@
+// kbit_export_4bit.h — the exported functions of the 4-bit interface, defined once for every backend
+// from abi/generated/kbit_4bit_exports.def. A backend's api_4bit.cpp includes it once at file scope
+// and defines the operations declared below (any order: they are templates or plain functions of
+// namespace kbit::ops). Each operation receives arguments that passed kbit_validate_4bit.h and a
+// non-empty problem; it returns KBIT_STATUS_SUCCESS or a device error it has recorded with set_error.
+#pragma once
+
+#include "kbit/kbit_4bit.h"
+#include "kbit_export.h"
+#include "kbit_validate_4bit.h"
+
+namespace kbit::ops {
+
+template <class T>
+kbit_status quantize_4bit(const char* fn, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                          int64_t n, void* stream);
+template <class T>
+kbit_status dequantize_4bit(const char* fn, QuantType qt, const uint8_t* A, const float* absmax, T* out,
+                            int64_t blocksize, int64_t n, void* stream);
+// One activation row times m packed weight rows of ldb bytes: bitsandbytes' inference GEMV.
+template <class T>
+kbit_status gemv_4bit(const char* fn, int m, int k, const T* A, const uint8_t* B, const float* absmax,
+                      const float* datatype, T* out, int ldb, int blocksize, void* stream);
+template <class T>
+kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+                      int blocksize, QuantType qt, void* stream);
+kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
+                                   float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
+                                   void* stream);
+kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
+                                     const float* nested_absmax, float offset, float* absmax, int64_t blocks,
+                                     int64_t nested_blocksize, void* stream);
+template <class T>
+kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+                             T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
+                             int64_t scaler_block_size, void* stream);
+template <class T>
+kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
+                               const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
+                               int64_t block_size, int64_t scaler_block_size, void* stream);
+
+}  // namespace kbit::ops
+
+namespace kbit::exports {
+
+// ---- one wrapper per family of abi/kbit_4bit.def ----------------------------------------------
+
+// bitsandbytes' quantizers have no stream: device backends use the legacy default stream (NULL).
+template <class T>
+kbit_status blockwise_quantize_4bit(const char* fn, QuantType qt, float* /*code*/, T* A, float* absmax,
+                                    unsigned char* out, int blocksize, int n) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_4bit(fn, Blockwise::Quantize, A, absmax, out, blocksize, n, sizeof(T), empty);
+        },
+        [&] { return ops::quantize_4bit<T>(fn, qt, A, absmax, out, blocksize, n, nullptr); });
+}
+
+template <class T>
+kbit_status blockwise_dequantize_4bit(const char* fn, QuantType qt, float* /*code*/, unsigned char* A, float* absmax,
+                                      T* out, int blocksize, int n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_4bit(fn, Blockwise::Dequantize, A, absmax, out, blocksize, n, sizeof(T), empty);
+        },
+        [&] { return ops::dequantize_4bit<T>(fn, qt, A, absmax, out, blocksize, n, stream); });
+}
+
+// n, lda and ldc are bitsandbytes' and unused: the output has m elements, A has k.
+template <class T>
+kbit_status gemv_4bit(const char* fn, int m, int /*n*/, int k, T* A, unsigned char* B, float* absmax, float* datatype,
+                      T* out, int /*lda*/, int ldb, int /*ldc*/, int blocksize, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) { return validate_gemv_4bit(fn, m, k, A, B, absmax, datatype, out, ldb, blocksize, empty); },
+        [&] { return ops::gemv_4bit<T>(fn, m, k, A, B, absmax, datatype, out, ldb, blocksize, stream); });
+}
+
+template <class T>
+kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+                      int blocksize, int quant_type, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_gemm_4bit(fn, A, B, absmax, absmax_8bit, absmax_code, absmax_offset, out, M, N, K,
+                                      blocksize, empty);
+        },
+        [&] {
+            const QuantType qt = quant_type == KBIT_QUANT_FP4 ? QuantType::FP4 : QuantType::NF4;
+            return ops::gemm_4bit<T>(fn, A, B, absmax, absmax_8bit, absmax_code, absmax_offset, out, bias, M, N, K,
+                                     blocksize, qt, stream);
+        });
+}
+
+inline kbit_status quantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const void* A, float* absmax,
+                                       uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_4bit_64(fn, Blockwise::Quantize, quant_type, dtype, A, absmax, out, blocksize, n,
+                                              empty);
+        },
+        [&] {
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                return ops::quantize_4bit<T>(fn, static_cast<QuantType>(quant_type), static_cast<const T*>(A), absmax,
+                                             out, blocksize, n, stream);
+            });
+        });
+}
+
+inline kbit_status dequantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const uint8_t* A,
+                                         const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_4bit_64(fn, Blockwise::Dequantize, quant_type, dtype, A, absmax, out, blocksize,
+                                              n, empty);
+        },
+        [&] {
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                return ops::dequantize_4bit<T>(fn, static_cast<QuantType>(quant_type), A, absmax, static_cast<T*>(out),
+                                               blocksize, n, stream);
+            });
+        });
+}
+
+inline kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
+                                          float* nested_absmax, float* offset, int64_t blocks,
+                                          int64_t nested_blocksize, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_nested_absmax(fn, "absmax", absmax, code, "nested_absmax", nested_absmax, "qabsmax",
+                                          qabsmax, "offset", offset, blocks, nested_blocksize, empty);
+        },
+        [&] {
+            return ops::nested_absmax_quantize(fn, absmax, code, qabsmax, nested_absmax, offset, blocks,
+                                               nested_blocksize, stream);
+        });
+}
+
+inline kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
+                                            const float* nested_absmax, float offset, float* absmax, int64_t blocks,
+                                            int64_t nested_blocksize, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_nested_absmax(fn, "qabsmax", qabsmax, code, "nested_absmax", nested_absmax, "absmax",
+                                          absmax, nullptr, nullptr, blocks, nested_blocksize, empty);
+        },
+        [&] {
+            return ops::nested_absmax_dequantize(fn, qabsmax, code, nested_absmax, offset, absmax, blocks,
+                                                 nested_blocksize, stream);
+        });
+}
+
+template <class T>
+kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+                             T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
+                             int64_t scaler_block_size, void* stream) {
+    static const char* const names[5] = {"w", "quantized_data", "quantized_scalers", "quantization_factor",
+                                         "scaler_mean"};
+    const void* const ptrs[5] = {w, quantized_data, quantized_scalers, quantization_factor, scaler_mean};
+    return checked_call(
+        fn,
+        [&](bool* empty) { return validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, empty); },
+        [&] {
+            return ops::torchao_quantize<T>(fn, w, quantized_data, quantized_scalers, quantization_factor, scaler_mean,
+                                            n, block_size, scaler_block_size, stream);
+        });
+}
+
+template <class T>
+kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
+                               const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
+                               int64_t block_size, int64_t scaler_block_size, void* stream) {
+    static const char* const names[5] = {"quantized_data", "quantized_scalers", "quantization_factor", "scaler_mean",
+                                         "out"};
+    const void* const ptrs[5] = {quantized_data, quantized_scalers, quantization_factor, scaler_mean, out};
+    return checked_call(
+        fn,
+        [&](bool* empty) { return validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, empty); },
+        [&] {
+            return ops::torchao_dequantize<T>(fn, quantized_data, quantized_scalers, quantization_factor, scaler_mean,
+                                              out, n, block_size, scaler_block_size, stream);
+        });
+}
+
+}  // namespace kbit::exports
+
+// ---- the exported symbols -----------------------------------------------------------------------
+
+#define KBIT_EXPORT_blockwise_quantize_4bit KBIT_EXPORT_WITH_VARIANT
+#define KBIT_EXPORT_blockwise_dequantize_4bit KBIT_EXPORT_WITH_VARIANT
+#define KBIT_EXPORT_gemv_4bit KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_gemm_4bit KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_quantize_4bit_dtype KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_dequantize_4bit_dtype KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_nested_absmax_quantize KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_nested_absmax_dequantize KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_torchao_quantize KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_torchao_dequantize KBIT_EXPORT_PLAIN
+
+extern "C" {
+
+KBIT_API uint32_t kbit_4bit_interface_version(void) {
+    return KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR);
+}
+
+#include "kbit_4bit_exports.def"
+
+}  // extern "C"

@@ -1,0 +1,221 @@
+// kbit_export_8bit.h — the exported functions of the 8-bit interface, defined once for every backend
+// from abi/generated/kbit_8bit_exports.def. A backend's api_8bit.cpp includes it once at file scope
+// and defines the operations declared below (namespace kbit::ops). Each operation receives arguments
+// that passed kbit_validate_8bit.h and a non-empty problem; it returns KBIT_STATUS_SUCCESS or an
+// error it has recorded with set_error.
+#pragma once
+
+#include "kbit/kbit_8bit.h"
+#include "kbit_export.h"
+#include "kbit_live_set.h"
+#include "kbit_validate_8bit.h"
+
+namespace kbit {
+// The output stage of cigemmlt_<variant> (the out= attribute of its abi/kbit_8bit.def entries).
+enum class IgemmOutput { Int32, Int8, Int8RowScale };
+namespace exports {
+constexpr IgemmOutput variant_int32 = IgemmOutput::Int32;
+constexpr IgemmOutput variant_int8 = IgemmOutput::Int8;
+constexpr IgemmOutput variant_int8_rowscale = IgemmOutput::Int8RowScale;
+}  // namespace exports
+}  // namespace kbit
+
+namespace kbit::ops {
+
+template <class T>
+kbit_status quantize_8bit(const char* fn, const float* code, const T* A, float* absmax, uint8_t* out,
+                          int64_t blocksize, int64_t n, void* stream);
+template <class T>
+kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
+                            int64_t blocksize, int64_t n, void* stream);
+// bitsandbytes' row-wise quantization (cint8_vector_quant): no outlier handling beyond the threshold.
+kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, float threshold,
+                              int64_t rows, int64_t cols, void* stream);
+// kbit_int8_vectorwise_quant: also the outlier-column flags (when outlier_cols != NULL) and the
+// outlier columns of `out` zeroed when rows > 1.
+kbit_status int8_vectorwise_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
+                                  uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream);
+// Sets n bytes of device memory to 0 (the outlier flags of a call with no element).
+kbit_status clear_bytes(const char* fn, uint8_t* p, int64_t n, void* stream);
+// A new context (NULL after set_error when none can be made), and its destruction: INVALID_ARGUMENT
+// for a pointer that is not a live context of this backend (of two threads destroying one context,
+// exactly one succeeds).
+kbit_context* context_create(const char* fn);
+kbit_status context_destroy(const char* fn, kbit_context* context);
+bool context_is_live(const kbit_context* context);
+kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context* context, int m, int n, int k, const int8_t* A,
+                    const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc, void* stream);
+kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float* rowStats, const float* colStats,
+                                  kbit_half* out, const kbit_half* bias, int numRows, int numCols, void* stream);
+kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
+                                     const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
+                                     int64_t in_features, void* stream);
+
+}  // namespace kbit::ops
+
+namespace kbit::exports {
+
+// ---- one wrapper per family of abi/kbit_8bit.def ----------------------------------------------
+
+// bitsandbytes' quantizer has no stream: device backends use the legacy default stream (NULL).
+template <class T>
+kbit_status blockwise_quantize_8bit(const char* fn, float* code, T* A, float* absmax, unsigned char* out,
+                                    int blocksize, int n) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_8bit(fn, Blockwise::Quantize, nullptr, code, A, absmax, out, blocksize, n,
+                                           sizeof(T), empty);
+        },
+        [&] { return ops::quantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, nullptr); });
+}
+
+template <class T>
+kbit_status blockwise_dequantize_8bit(const char* fn, float* code, unsigned char* A, float* absmax, T* out,
+                                      int blocksize, int n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_8bit(fn, Blockwise::Dequantize, nullptr, code, A, absmax, out, blocksize, n,
+                                           sizeof(T), empty);
+        },
+        [&] { return ops::dequantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, stream); });
+}
+
+inline kbit_status quantize_8bit_dtype(const char* fn, int32_t dtype, const float* code, const void* A, float* absmax,
+                                       uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_8bit(fn, Blockwise::Quantize, &dtype, code, A, absmax, out, blocksize, n,
+                                           dtype_bytes(dtype), empty);
+        },
+        [&] {
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                return ops::quantize_8bit<T>(fn, code, static_cast<const T*>(A), absmax, out, blocksize, n, stream);
+            });
+        });
+}
+
+inline kbit_status dequantize_8bit_dtype(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
+                                         const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_8bit(fn, Blockwise::Dequantize, &dtype, code, A, absmax, out, blocksize, n,
+                                           dtype_bytes(dtype), empty);
+        },
+        [&] {
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                return ops::dequantize_8bit<T>(fn, code, A, absmax, static_cast<T*>(out), blocksize, n, stream);
+            });
+        });
+}
+
+inline kbit_status int8_vector_quant(const char* fn, kbit_half* A, int8_t* out, float* rowStats, float threshold,
+                                     int rows, int cols, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) { return validate_int8_vector_quant(fn, A, out, rowStats, threshold, rows, cols, empty); },
+        [&] { return ops::int8_vector_quant(fn, A, out, rowStats, threshold, rows, cols, stream); });
+}
+
+// A call with no element still defines its column flags: all 0.
+inline kbit_status int8_vectorwise_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
+                                         uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols,
+                                         void* stream) {
+    return guarded(fn, [&] {
+        bool empty = false;
+        const kbit_status s =
+            validate_int8_vectorwise_quant(fn, A, out, rowStats, outlier_cols, threshold, rows, cols, &empty);
+        if (s != KBIT_STATUS_SUCCESS) return s;
+        if (empty) return outlier_cols != nullptr && cols > 0 ? ops::clear_bytes(fn, outlier_cols, cols, stream) : s;
+        return ops::int8_vectorwise_quant(fn, A, out, rowStats, outlier_cols, threshold, rows, cols, stream);
+    });
+}
+
+inline kbit_context* context_create(const char* fn) {
+    kbit_context* context = nullptr;
+    guarded(fn, [&] {
+        context = ops::context_create(fn);
+        return context != nullptr ? KBIT_STATUS_SUCCESS : KBIT_STATUS_OUT_OF_MEMORY;
+    });
+    return context;
+}
+
+// NULL is a no-op, as free(NULL).
+inline kbit_status context_destroy(const char* fn, kbit_context* context) {
+    if (context == nullptr) return KBIT_STATUS_SUCCESS;
+    return guarded(fn, [&] { return ops::context_destroy(fn, context); });
+}
+
+// The context is checked before the empty-input rule: a destroyed context is refused even for an
+// empty product.
+inline kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context* context, int m, int n, int k,
+                           const int8_t* A, const int8_t* B, void* C, float* row_scale, int lda, int ldb, int ldc,
+                           void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            const kbit_status s = validate_igemmlt(fn, context, m, n, k, A, B, C, row_scale,
+                                                   output == IgemmOutput::Int8RowScale, lda, ldb, ldc, empty);
+            if (s != KBIT_STATUS_SUCCESS) return s;
+            if (!ops::context_is_live(context))
+                return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
+            return s;
+        },
+        [&] { return ops::igemmlt(fn, output, context, m, n, k, A, B, C, row_scale, lda, ldb, ldc, stream); });
+}
+
+inline kbit_status dequant_mm_int32(const char* fn, int* A, float* rowStats, float* colStats, kbit_half* out,
+                                    kbit_half* bias, int numRows, int numCols, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) { return validate_dequant_mm(fn, A, rowStats, colStats, out, numRows, numCols, empty); },
+        [&] { return ops::dequant_mm_int32_fp16(fn, A, rowStats, colStats, out, bias, numRows, numCols, stream); });
+}
+
+inline kbit_status int8_outlier_matmul(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
+                                       const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
+                                       int64_t in_features, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_outlier_matmul(fn, A, W, W_stats, outlier_cols, out, rows, out_features, in_features,
+                                           empty);
+        },
+        [&] {
+            return ops::int8_outlier_matmul_fp16(fn, A, W, W_stats, outlier_cols, out, rows, out_features,
+                                                 in_features, stream);
+        });
+}
+
+}  // namespace kbit::exports
+
+// ---- the exported symbols -----------------------------------------------------------------------
+
+#define KBIT_EXPORT_blockwise_quantize_8bit KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_blockwise_dequantize_8bit KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_quantize_8bit_dtype KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_dequantize_8bit_dtype KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_int8_vector_quant KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_int8_vectorwise_quant KBIT_EXPORT_PLAIN
+// get_context takes no argument.
+#define KBIT_EXPORT_context_create(family, variant, ret, name, params, args) \
+    KBIT_API ret name params { return kbit::exports::context_create(#name); }
+#define KBIT_EXPORT_context_destroy KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_igemmlt KBIT_EXPORT_WITH_VARIANT
+#define KBIT_EXPORT_dequant_mm_int32 KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_int8_outlier_matmul KBIT_EXPORT_PLAIN
+
+extern "C" {
+
+KBIT_API uint32_t kbit_8bit_interface_version(void) {
+    return KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR);
+}
+
+#include "kbit_8bit_exports.def"
+
+}  // extern "C"
