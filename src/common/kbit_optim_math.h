@@ -22,7 +22,7 @@
 // clipping): except for Lion, *unorm = the reduction (kNormChunk) of norm_term32 over all elements,
 // then set_clip(c, *unorm, ...); step32 on every element; Lion instead clips with the *unorm it was
 // given and afterwards stores the reduction of its norm_term32 over the updated states. Order of one
-// 8-bit call: the block procedure below, blocks independent. (src/cpu/ref/ref_optim8.h: run32, run8.)
+// 8-bit call: the block procedure below, blocks independent. (src/ref/ref_optim8.h: run32, run8.)
 #pragma once
 
 #include <cfloat>

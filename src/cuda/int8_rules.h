@@ -1,5 +1,5 @@
 // int8_rules.h — the float -> int8 conversions of the 8-bit interface as host/device functions, so the
-// CUDA kernels evaluate exactly the rules of the CPU reference (src/cpu/ref/ref_8bit.cpp) and the
+// CUDA kernels evaluate exactly the rules of the CPU reference (src/ref/ref_8bit.cpp) and the
 // host test (tests/cuda/host_logic.cpp) can compare the two on every float pattern class.
 #pragma once
 

@@ -1,6 +1,6 @@
 // torchao_math.h — the per-element and per-block steps of torchao's NF4Tensor that the CUDA kernels
 // run, as host/device functions written to evaluate exactly what the scalar reference
-// (src/cpu/ref/ref_4bit.cpp, torchao_*) evaluates: every tensor operation in fp32 rounded to the
+// (src/ref/ref_4bit.cpp, torchao_*) evaluates: every tensor operation in fp32 rounded to the
 // weight dtype T, NaN results with x86 bits (nan_x86.h). tests/cuda/host_logic.cpp compares each
 // function with kbit::ref on the host. The scaler stage (torch's cascade mean, the factor, the int8
 // codes) is not here: the CUDA backend runs kbit::ref::torchao_scalers itself on the host.
