@@ -132,12 +132,6 @@ KBIT_HD void set_clip(Consts& c, float sum, float max_unorm, float param_norm, b
     c.su = c.u * c.step_size;
 }
 
-// x rounded to the storage type T and back (identity for float).
-template <class T>
-KBIT_HD float round_to(float x) {
-    return Elem<T>::load(Elem<T>::store(x));
-}
-
 KBIT_HD float Sqrt(float x) { return sqrtf(x); }
 
 // Bit tests (the same on host and device, whatever the math library).

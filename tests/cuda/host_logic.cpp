@@ -1,7 +1,8 @@
 // Host checks of the host/device rules the CUDA kernels are built on (src/cuda/*.h), so that the
 // logic is verified on machines without a GPU: the shared-memory layout of the 8-bit code search,
-// the x86 NaN rule the kernels reproduce, and the int8 conversions (against kbit::ref). The torchao,
-// quantizer and optimizer decompositions have their own files (host_*.cpp).
+// the x86 NaN rule the kernels reproduce, and the int8 conversions (against kbit::ref). The quantizer
+// and optimizer decompositions have their own files (host_*.cpp); torchao's steps need no replay,
+// since the kernels and the reference call the same functions (kbit_torchao_math.h).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,7 +16,7 @@
 #include "host_util.h"
 #include "int8_rules.h"
 #include "kbit_code8.h"
-#include "nan_x86.h"
+#include "kbit_nan_x86.h"
 #include "ref_8bit.h"
 
 namespace {
