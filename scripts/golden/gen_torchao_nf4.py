@@ -7,7 +7,7 @@ environment, e.g.
     /tmp/torchvenv/bin/python scripts/golden/gen_torchao_nf4.py
 
 torch runs on one thread: torchao's scaler mean is torch's fp32 sum, whose order depends on the
-thread count (kbit follows the single-thread order; see src/cpu/ref/ref_4bit.cpp).
+thread count (kbit follows the single-thread order; see src/ref/ref_4bit.cpp).
 Writes tests/golden/torchao_nf4.bin (raw arrays) and tests/golden/torchao_nf4.json (index).
 """
 import numpy as np

@@ -95,4 +95,11 @@ template <> struct Elem<kbit_bf16> {
 
 static_assert(sizeof(kbit_half) == 2 && sizeof(kbit_bf16) == 2, "16-bit storage types");
 
+// x rounded to the storage type T and back (identity for float): the T-typed result of an fp32
+// operation, as torch and bitsandbytes evaluate operations on fp16/bf16 tensors.
+template <class T>
+KBIT_HD float round_to(float x) {
+    return Elem<T>::load(Elem<T>::store(x));
+}
+
 }  // namespace kbit

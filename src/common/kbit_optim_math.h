@@ -22,7 +22,7 @@
 // clipping): except for Lion, *unorm = the reduction (kNormChunk) of norm_term32 over all elements,
 // then set_clip(c, *unorm, ...); step32 on every element; Lion instead clips with the *unorm it was
 // given and afterwards stores the reduction of its norm_term32 over the updated states. Order of one
-// 8-bit call: the block procedure below, blocks independent. (src/cpu/ref/ref_optim8.h: run32, run8.)
+// 8-bit call: the block procedure below, blocks independent. (src/ref/ref_optim8.h: run32, run8.)
 #pragma once
 
 #include <cfloat>
@@ -130,12 +130,6 @@ KBIT_HD void set_clip(Consts& c, float sum, float max_unorm, float param_norm, b
         if (norm > lim) c.u = lim / norm;
     }
     c.su = c.u * c.step_size;
-}
-
-// x rounded to the storage type T and back (identity for float).
-template <class T>
-KBIT_HD float round_to(float x) {
-    return Elem<T>::load(Elem<T>::store(x));
 }
 
 KBIT_HD float Sqrt(float x) { return sqrtf(x); }

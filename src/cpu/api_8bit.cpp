@@ -160,9 +160,8 @@ kbit_status igemmlt(const char*, IgemmOutput output, kbit_context*, int m, int n
         for (int64_t t = t0; t < t1; ++t)
             for (int64_t o = 0; o < k; ++o) {
                 const int32_t v = acc[t * k + o];
-                c8[t * ldc + o] = output == IgemmOutput::Int8RowScale
-                                      ? ref::saturate_int8_rn(static_cast<float>(v) * row_scale[o])
-                                      : static_cast<int8_t>(v > 127 ? 127 : (v < -128 ? -128 : v));
+                c8[t * ldc + o] = output == IgemmOutput::Int8RowScale ? int8_scale_saturate_rn(v, row_scale[o])
+                                                                      : int8_saturate(v);
             }
     });
     return KBIT_STATUS_SUCCESS;
@@ -199,7 +198,7 @@ kbit_status int8_outlier_matmul_fp16(const char*, const kbit_half* A, const int8
     std::vector<float> w(static_cast<size_t>(count * out_features));
     for (int64_t o = 0; o < out_features; ++o)
         for (int64_t j = 0; j < count; ++j) {
-            const float v = static_cast<float>(W[o * in_features + cols[j]]) * W_stats[o] * ref::kInv127;
+            const float v = static_cast<float>(W[o * in_features + cols[j]]) * W_stats[o] * kInv127;
             w[j * out_features + o] = half_to_float(float_to_half(v));
         }
     parallel_range(rows, std::max<int64_t>(1, kGrainElements / (out_features * count)), [&](int64_t r0, int64_t r1) {

@@ -1,10 +1,11 @@
 // LLM.int8 element kernels (Highway): row-wise int8 quantization, outlier-column flags, the int32
 // product's fp16 dequantization and the fp16 outlier product. Each evaluates exactly the reference
-// formula of ref_8bit.cpp, lane by lane.
+// formula of ref_8bit.cpp, lane by lane; the scalar tails call the shared rules (kbit_int8_rules.h).
 #include <cmath>
 
 #include "cpu_isa.h"
 #include "kbit_half.h"
+#include "kbit_int8_rules.h"
 #include "kernels_8bit.h"
 #include "ref_8bit.h"
 
@@ -27,8 +28,8 @@ void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float thresho
     const hn::RebindToSigned<decltype(df)> di;
     const hn::Rebind<uint8_t, decltype(df)> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const bool sparse = threshold > 0.0f;
-    const float threshold_half = half_to_float(float_to_half(threshold));
+    const bool sparse = int8_has_outliers(threshold);
+    const float threshold_half = int8_threshold_fp16(threshold);
     const auto vth_half = hn::Set(df, threshold_half);
     const auto vth = hn::Set(df, threshold);
     for (int64_t r = r0; r < r1; ++r) {
@@ -42,27 +43,22 @@ void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float thresho
             vmax = MaxIgnoringNaN(v, vmax);
         }
         float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        for (; c < cols; ++c) {
-            const float v = std::fabs(half_to_float(row[c].bits));
-            if ((!sparse || v < threshold_half) && v > amax) amax = v;
-        }
+        for (; c < cols; ++c)
+            amax = int8_row_stat_fold(amax, std::fabs(half_to_float(row[c].bits)), threshold, threshold_half);
         rowStats[r] = amax;
-        const float scale = 127.0f / amax;
+        const float scale = int8_row_scale(amax);
         const auto vscale = hn::Set(df, scale);
         for (c = 0; c + N <= cols; c += N) {
             const auto a = LoadAsFloat(df, row + c);
             auto y = hn::Mul(a, vscale);
-            // ref::int8_from_float_rn: NaN -> 0, round half to even, saturate to int32, low 8 bits.
+            // int8_low_byte_rn: NaN -> 0, round half to even, saturate to int32, low 8 bits.
             y = hn::IfThenZeroElse(hn::IsNaN(y), y);
             auto i32 = hn::ConvertTo(di, hn::Round(y));
             if (sparse) i32 = hn::IfThenZeroElse(hn::RebindMask(di, hn::Not(hn::Lt(hn::Abs(a), vth))), i32);
             const auto low = hn::And(i32, hn::Set(di, 0xFF));
             hn::StoreU(hn::DemoteTo(d8, low), d8, reinterpret_cast<uint8_t*>(q + c));
         }
-        for (; c < cols; ++c) {
-            const float a = half_to_float(row[c].bits);
-            q[c] = (sparse && !(std::fabs(a) < threshold)) ? int8_t{0} : ref::int8_from_float_rn(a * scale);
-        }
+        for (; c < cols; ++c) q[c] = int8_quantize_element(half_to_float(row[c].bits), scale, threshold);
     }
 }
 
@@ -71,7 +67,7 @@ void OutlierFlags(const kbit_half* A, uint8_t* flags, float threshold, int64_t c
     const hn::RebindToSigned<decltype(df)> di;
     const hn::Rebind<uint8_t, decltype(df)> d8;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const float threshold_half = half_to_float(float_to_half(threshold));
+    const float threshold_half = int8_threshold_fp16(threshold);
     const auto vth = hn::Set(df, threshold_half);
     for (int64_t r = r0; r < r1; ++r) {
         const kbit_half* row = A + r * cols;
@@ -83,7 +79,7 @@ void OutlierFlags(const kbit_half* A, uint8_t* flags, float threshold, int64_t c
             hn::StoreU(hn::Or(hn::LoadU(d8, flags + c), bits), d8, flags + c);
         }
         for (; c < cols; ++c)
-            if (std::fabs(half_to_float(row[c].bits)) >= threshold_half) flags[c] = 1;
+            if (int8_is_outlier(std::fabs(half_to_float(row[c].bits)), threshold_half)) flags[c] = 1;
     }
 }
 
@@ -92,7 +88,7 @@ void DequantMm(const int32_t* A, const float* rowStats, const float* colStats, k
     const hn::ScalableTag<float> df;
     const hn::RebindToSigned<decltype(df)> di;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const auto k = hn::Set(df, ref::kMmDequantScale);
+    const auto k = hn::Set(df, kMmDequantScale);
     for (int64_t r = r0; r < r1; ++r) {
         const int32_t* a = A + r * cols;
         kbit_half* y = out + r * cols;

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "kbit_half.h"
-#include "nan_x86.h"
+#include "kbit_nan_x86.h"
 
 namespace kbit::cuda {
 

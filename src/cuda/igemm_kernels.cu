@@ -1,9 +1,9 @@
 // Kernels around cuBLASLt's int8 GEMM: the exact fallback product and the int8 output stage. Integer
-// arithmetic only, except the row-scale product (one IEEE fp32 multiplication, no contraction
-// possible: nothing is added to it).
+// arithmetic only, except the row-scale product of int8_scale_saturate_rn (kbit_int8_rules.h: one
+// IEEE fp32 multiplication, no contraction possible: nothing is added to it).
 #include "cuda_check.h"
 #include "igemm_kernels.h"
-#include "int8_rules.h"
+#include "kbit_int8_rules.h"
 
 namespace kbit::cuda {
 namespace {
@@ -44,8 +44,7 @@ __global__ void igemm_int8_epilogue_kernel(const int32_t* __restrict__ acc, int 
     for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
         const int64_t t = e / k, o = e % k;
         const int32_t v = acc[t * ld + o];
-        C[t * ldc + o] = row_scale != nullptr ? int8_saturate_rn(__fmul_rn(static_cast<float>(v), row_scale[o]))
-                                              : int8_saturate(v);
+        C[t * ldc + o] = row_scale != nullptr ? int8_scale_saturate_rn(v, row_scale[o]) : int8_saturate(v);
     }
 }
 

@@ -15,7 +15,8 @@ kbit_status igemm_s32_exact(const char* fn, int m, int n, int k, const int8_t* A
                             int32_t* C, int ldc, void* stream);
 
 // C[t*ldc + o] = int8 of acc[t*ld + o]: saturated (row_scale NULL), or rint(float(acc) * row_scale[o])
-// saturated with NaN -> 0 (src/cuda/int8_rules.h, the CPU reference's rules).
+// saturated with NaN -> 0 (int8_saturate, int8_scale_saturate_rn of kbit_int8_rules.h, the rules the
+// reference calls).
 kbit_status igemm_int8_epilogue(const char* fn, const int32_t* acc, int ld, int n, int k, const float* row_scale,
                                 int8_t* C, int ldc, void* stream);
 

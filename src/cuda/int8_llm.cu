@@ -8,18 +8,17 @@
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
-#include "int8_rules.h"
+#include "kbit_int8_rules.h"
 
 namespace kbit::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
 
-// One CTA per row: amax over the elements below the fp16-rounded threshold (all when threshold ==
-// 0; +0.0 when none counts), then q = the low byte of __float2int_rn(a * (127 / amax)) (values
-// beyond 127 only occur when the threshold is not an fp16 value, and keep bitsandbytes' wrap), 0
-// for |a| >= threshold (fp32 compare), and 0 in outlier columns when `zero_cols`
-// (kbit_int8_vectorwise_quant with rows > 1). The reference: ref::int8_vector_quant.
+// One CTA per row: the row statistic (int8_row_stat_fold per thread, combined by max: every folded
+// value is a non-NaN magnitude), then each element's int8_quantize_element, and 0 in outlier columns
+// when `zero_cols` (kbit_int8_vectorwise_quant with rows > 1). The rules are kbit_int8_rules.h, the
+// ones ref::int8_vector_quant calls.
 __global__ void __launch_bounds__(kRowThreads)
 int8_row_quant_kernel(const kbit_half* __restrict__ A, int8_t* __restrict__ out, float* __restrict__ rowStats,
                       const uint8_t* __restrict__ outlier_cols, bool zero_cols, float threshold, float threshold_h,
@@ -31,8 +30,7 @@ int8_row_quant_kernel(const kbit_half* __restrict__ A, int8_t* __restrict__ out,
         const kbit_half* a = A + r * cols;
         float amax = 0.0f;
         for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) {
-            const float v = fabsf(Dev<kbit_half>::load(a[c]));
-            if (threshold == 0.0f || v < threshold_h) amax = fmaxf(amax, v);
+            amax = int8_row_stat_fold(amax, fabsf(Dev<kbit_half>::load(a[c])), threshold, threshold_h);
         }
         amax = Reduce(temp).Reduce(amax, [](float x, float y) { return fmaxf(x, y); });
         if (threadIdx.x == 0) {
@@ -40,25 +38,22 @@ int8_row_quant_kernel(const kbit_half* __restrict__ A, int8_t* __restrict__ out,
             rowStats[r] = amax;
         }
         __syncthreads();
-        const float scale = __fdiv_rn(127.0f, s_amax);
+        const float scale = int8_row_scale(s_amax);
         for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) {
-            const float x = Dev<kbit_half>::load(a[c]);
-            int8_t q = 0;
-            if (threshold == 0.0f || fabsf(x) < threshold) q = int8_low_byte_rn(__fmul_rn(x, scale));
-            if (zero_cols && outlier_cols[c] != 0) q = 0;
-            out[r * cols + c] = q;
+            const int8_t q = int8_quantize_element(Dev<kbit_half>::load(a[c]), scale, threshold);
+            out[r * cols + c] = (zero_cols && outlier_cols[c] != 0) ? int8_t{0} : q;
         }
         __syncthreads();  // temp and s_amax are reused by the next row
     }
 }
 
-// outlier_cols[c] = 1 when some |A[r][c]| >= fp16(threshold).
+// outlier_cols[c] = 1 when some element of column c is int8_is_outlier.
 __global__ void outlier_cols_kernel(const kbit_half* __restrict__ A, uint8_t* __restrict__ flags, float threshold_h,
                                     int64_t rows, int64_t cols) {
     for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < cols; c += int64_t{gridDim.x} * blockDim.x) {
         uint8_t f = 0;
         for (int64_t r = 0; r < rows && f == 0; ++r)
-            if (fabsf(Dev<kbit_half>::load(A[r * cols + c])) >= threshold_h) f = 1;
+            if (int8_is_outlier(fabsf(Dev<kbit_half>::load(A[r * cols + c])), threshold_h)) f = 1;
         flags[c] = f;
     }
 }
@@ -66,13 +61,12 @@ __global__ void outlier_cols_kernel(const kbit_half* __restrict__ A, uint8_t* __
 __global__ void __launch_bounds__(256)
 dequant_mm_kernel(const int32_t* __restrict__ A, const float* __restrict__ rowStats, const float* __restrict__ colStats,
                   kbit_half* __restrict__ out, const kbit_half* __restrict__ bias, int64_t rows, int64_t cols) {
-    constexpr float kScale = 6.200012e-05f;  // fp32(1 / (127 * 127)), bits 38820610
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const float rs = rowStats[r];
         for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < cols; c += int64_t{gridDim.x} * blockDim.x) {
             const float v = mul_rn(mul_rn(static_cast<float>(A[r * cols + c]), rs), colStats[c]);
             const float b = bias != nullptr ? Elem<kbit_half>::load(bias[c]) : 0.0f;
-            out[r * cols + c] = Dev<kbit_half>::store(fma_rn(v, kScale, b));
+            out[r * cols + c] = Dev<kbit_half>::store(fma_rn(v, kMmDequantScale, b));
         }
     }
 }
@@ -102,7 +96,6 @@ __global__ void __launch_bounds__(256)
 outlier_matmul_kernel(const kbit_half* __restrict__ A, const int8_t* __restrict__ W, const float* __restrict__ W_stats,
                       const int32_t* __restrict__ list, kbit_half* __restrict__ out, int64_t rows, int64_t out_features,
                       int64_t in_features) {
-    constexpr float kInv127 = 7.874015718698502e-3f;  // bits 3c010204
     const int count = list[in_features];
     if (count == 0) return;
     for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
@@ -132,10 +125,10 @@ dim3 grid_2d(int64_t rows, int64_t cols, int threads) {
 kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, uint8_t* outlier_cols,
                               float threshold, int64_t rows, int64_t cols, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    const float threshold_h = half_to_float(float_to_half(threshold));
+    const float threshold_h = int8_threshold_fp16(threshold);
     bool zero_cols = false;
     if (outlier_cols != nullptr) {
-        if (threshold > 0.0f) {
+        if (int8_has_outliers(threshold)) {
             outlier_cols_kernel<<<grid_for((cols + 255) / 256), 256, 0, s>>>(A, outlier_cols, threshold_h, rows, cols);
             if (kbit_status st = check_launch(fn, "outlier_cols_kernel"); st != KBIT_STATUS_SUCCESS) return st;
             zero_cols = rows > 1;

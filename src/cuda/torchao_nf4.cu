@@ -6,14 +6,15 @@
 //      cascade on one thread; the copy moves 2-4 bytes per block (1/32 of an fp16 weight at block
 //      size 64) once per weight, and the call waits for it (stream synchronization);
 //   3. the packed NF4 indices on the GPU, one thread per byte.
-// Dequantization is one GPU pass. Arithmetic: torchao_math.h (compiled with --fmad=false).
+// Dequantization is one GPU pass. Arithmetic: kbit_torchao_math.h, the functions the reference
+// calls (compiled with --fmad=false).
 #include <vector>
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
+#include "kbit_torchao_math.h"
 #include "ref_4bit.h"
-#include "torchao_math.h"
 
 namespace kbit::cuda {
 namespace {
@@ -23,12 +24,11 @@ struct Nf4Table {
     float v[16];
 };
 
-// The reference's table (double -> fp32 -> T), as fp32.
+// torchao's table in T, as fp32 (passed to the kernels by value).
 template <class T>
 Nf4Table<T> nf4_table() {
-    static constexpr double kValues[16] = {KBIT_TORCHAO_NF4_VALUES};
     Nf4Table<T> t{};
-    for (int j = 0; j < 16; ++j) t.v[j] = round_to<T>(static_cast<float>(kValues[j]));
+    for (int j = 0; j < 16; ++j) t.v[j] = torchao_nf4_value<T>(j);
     return t;
 }
 

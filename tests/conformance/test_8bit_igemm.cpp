@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kbit_int8_rules.h"
 #include "ref_8bit.h"
 #include "test_8bit_util.h"
 
@@ -157,8 +158,14 @@ TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "
             INFO("t " << t << " o " << o << " value " << v);
             REQUIRE(int(got[size_t(t) * s.k + o]) == int(r));
         }
-    CHECK(kbit::ref::saturate_int8_rn(2.5f) == 2);
-    CHECK(kbit::ref::saturate_int8_rn(-3.5f) == -4);
+    // The shared store rules themselves (kbit_int8_rules.h): ties to even, saturation, NaN -> 0.
+    CHECK(kbit::int8_saturate_rn(2.5f) == 2);
+    CHECK(kbit::int8_saturate_rn(-3.5f) == -4);
+    CHECK(kbit::int8_saturate_rn(200.0f) == 127);
+    CHECK(kbit::int8_saturate_rn(-INFINITY) == -128);
+    CHECK(kbit::int8_saturate_rn(NAN) == 0);
+    for (int32_t v : {0, 127, 128, -128, -129, INT32_MAX, INT32_MIN})
+        CHECK(kbit::int8_saturate(v) == (v > 127 ? 127 : (v < -128 ? -128 : v)));
 }
 
 TEST_CASE("8bit igemm: contexts are independent and destroy accepts NULL", "[8bit][igemm]") {

@@ -3,6 +3,7 @@
 // product — against the scalar reference byte for byte, plus independent checks of the formulas.
 #include <catch2/catch.hpp>
 
+#include "kbit_int8_rules.h"
 #include "ref_8bit.h"
 #include "test_8bit_util.h"
 
@@ -91,6 +92,20 @@ TEST_CASE("8bit int8: cint8_vector_quant follows the LLM.int8 formula (independe
     }
 }
 
+// The shared element rules themselves (kbit_int8_rules.h), which every backend and the reference call.
+TEST_CASE("8bit int8: the quantizer's float -> int8 rule wraps the low byte, ties to even, NaN -> 0", "[8bit][int8]") {
+    CHECK(kbit::int8_low_byte_rn(200.0f) == static_cast<int8_t>(200 - 256));  // bitsandbytes' wrap
+    CHECK(kbit::int8_low_byte_rn(2.5f) == 2);
+    CHECK(kbit::int8_low_byte_rn(-3.5f) == -4);
+    CHECK(kbit::int8_low_byte_rn(NAN) == 0);
+    CHECK(kbit::int8_low_byte_rn(1e10f) == static_cast<int8_t>(0xFF));   // saturates to INT32_MAX first
+    CHECK(kbit::int8_low_byte_rn(-1e10f) == 0);                          // INT32_MIN: low byte 0
+    CHECK(kbit::int8_threshold_fp16(6.0f) == 6.0f);
+    CHECK(kbit::int8_threshold_fp16(6.001f) == 6.0f);                   // fp16 spacing at 6 is 2^-8
+    CHECK(kbit::int8_quantize_element(6.0f, 1.0f, 6.0f) == 0);          // |a| >= threshold: outlier
+    CHECK(kbit::int8_quantize_element(6.0f, 1.0f, 0.0f) == 6);          // threshold 0: no outliers
+}
+
 TEST_CASE("8bit int8: kbit_int8_vectorwise_quant flags outlier columns and zeroes them", "[8bit][int8]") {
     for (auto [rows, cols] : {std::pair{1, 50}, std::pair{2, 9}, std::pair{37, 515}, std::pair{128, 4096}}) {
         for (float threshold : {0.0f, 6.0f}) {
@@ -152,8 +167,8 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with no rows clears the outlier
 }
 
 TEST_CASE("8bit int8: cdequant_mm_int32_fp16 equals the reference, with and without bias", "[8bit][int8]") {
-    CHECK(kbit::float_bits(kbit::ref::kMmDequantScale) == 0x38820610u);
-    CHECK(kbit::ref::kMmDequantScale == 6.200012e-05f);
+    CHECK(kbit::float_bits(kbit::kMmDequantScale) == 0x38820610u);
+    CHECK(kbit::kMmDequantScale == 6.200012e-05f);
     for (auto [rows, cols] : {std::pair{1, 1}, std::pair{3, 13}, std::pair{64, 4096}, std::pair{513, 77}}) {
         std::mt19937 rng(static_cast<uint32_t>(rows * 31 + cols));
         std::uniform_int_distribution<int32_t> big(-2000000, 2000000);

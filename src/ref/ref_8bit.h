@@ -6,13 +6,9 @@
 #include <cstdint>
 
 #include "kbit/kbit_core.h"
+#include "kbit_int8_rules.h"  // the element rules and constants of LLM.int8, shared with the CUDA kernels
 
 namespace kbit::ref {
-
-// fp32(1 / 127) (hex 3c010204): bitsandbytes' int8 dequantization factor.
-constexpr float kInv127 = 0x1.020408p-7f;
-// fp32(1 / (127 * 127)) = 6.200012e-05f (hex 38820610): cdequant_mm_int32_fp16's constant.
-constexpr float kMmDequantScale = 0x1.040c20p-14f;
 
 // Blockwise dynamic 8-bit, T = float, kbit_half or kbit_bf16.
 template <class T>
@@ -21,10 +17,6 @@ void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8
 template <class T>
 void dequantize_blockwise_8bit(const float* code, const uint8_t* A, const float* absmax, T* out,
                                int64_t blocksize, int64_t n);
-
-// CUDA's __float2int_rn stored into int8_t: NaN -> 0, saturate to int32, round half to even, keep the
-// low 8 bits (what bitsandbytes' int8 quantizer stores when a value exceeds the row scale).
-int8_t int8_from_float_rn(float v);
 
 // cint8_vector_quant on rows x cols fp16.
 void int8_vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows,
@@ -39,11 +31,9 @@ void int8_outlier_columns(const kbit_half* A, int8_t* out, uint8_t* outlier_cols
 // int32 (wrapping modulo 2^32, as an int32 accumulator does), t < n, o < k.
 void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int32_t* C, int64_t lda,
                int64_t ldb, int64_t ldc);
-// int8 output: saturate(rint(acc)) or, with row_scale, saturate(rint(float(acc) * row_scale[o])).
+// int8 output: int8_saturate(acc) or, with row_scale, int8_scale_saturate_rn(acc, row_scale[o]).
 void igemm_s8(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int8_t* C, const float* row_scale,
               int64_t lda, int64_t ldb, int64_t ldc);
-// float -> int8 with round half to even and saturation; NaN -> 0.
-int8_t saturate_int8_rn(float v);
 
 // cdequant_mm_int32_fp16; bias may be NULL.
 void dequant_mm_int32_fp16(const int32_t* A, const float* rowStats, const float* colStats, kbit_half* out,

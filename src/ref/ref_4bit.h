@@ -92,7 +92,8 @@ void nested_absmax_dequantize(const uint8_t* qabsmax, const float* code, const f
 
 // ------------------------------------------------------------------------------------------------
 // torchao NF4Tensor (§6): every step in T arithmetic the way torch evaluates it on the CPU (each
-// binary op computed in fp32 and rounded to T).
+// binary op computed in fp32 and rounded to T). The per-block and per-element steps are the shared
+// functions of kbit_torchao_math.h (which the CUDA kernels call too); the scaler stage is only here.
 // ------------------------------------------------------------------------------------------------
 
 // torchao's 16-entry NF4 table (4-decimal literals) as T: double -> fp32 -> T, as c10 converts.

@@ -1,8 +1,10 @@
-// nan_x86.h — NaN results with x86 (SSE/AVX) bits, for host and device code.
+// kbit_nan_x86.h — NaN results with x86 (SSE/AVX) bits, for host and device code.
 // GPUs return one canonical NaN (0x7FFFFFFF) from any arithmetic on NaN; x86 returns the first NaN
 // operand made quiet, or the "real indefinite" 0xFFC00000 for an invalid operation (inf * 0, inf -
 // inf, 0 / 0). The CPU backend runs on x86, so the CUDA kernels pass the results that reach an output
-// through these helpers and produce the same bytes even for NaN inputs. Compiles as C++ and CUDA.
+// through these helpers and produce the same bytes even for NaN inputs; shared rules that both the
+// reference and the kernels call (kbit_torchao_math.h) use them too, and on an x86 host they are the
+// plain operations. Compiles as C++ and CUDA.
 #pragma once
 
 #include <cstdint>

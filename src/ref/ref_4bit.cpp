@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kbit_code8.h"
+#include "kbit_torchao_math.h"
 
 namespace kbit::ref {
 
@@ -148,12 +149,6 @@ void nested_absmax_dequantize(const uint8_t* qabsmax, const float* code, const f
 
 namespace {
 
-// torch's CPU evaluation of a binary op on T tensors: fp32 arithmetic, one rounding to T.
-template <class T>
-float rt(float x) {
-    return Elem<T>::load(Elem<T>::store(x));
-}
-
 // torch's contiguous fp32 sum (aten/src/ATen/native/cpu/SumKernel.cpp, cascade_sum on one thread
 // with 8-lane AVX2 vectors): the data is read as vectors of 8, summed as 4 interleaved rows of
 // vectors by a 4-level cascade, the rows are added, then the scalar tail, then the 8 lanes in order.
@@ -220,14 +215,10 @@ float torch_sum(const float* x, int64_t n) {
     return total;
 }
 
-// torchao's NF4 literals (the 4-decimal values of nf4_tensor.py).
-constexpr double kTorchaoNf4[16] = {-1.0,   -0.6962, -0.5251, -0.3949, -0.2844, -0.1848, -0.0911, 0.0,
-                                    0.0796, 0.1609,  0.2461,  0.3379,  0.4407,  0.5626,  0.7230,  1.0};
-
 template <class T>
 std::array<T, 16> make_torchao_table() {
     std::array<T, 16> t;
-    for (int i = 0; i < 16; ++i) t[i] = Elem<T>::store(static_cast<float>(kTorchaoNf4[i]));
+    for (int i = 0; i < 16; ++i) t[i] = Elem<T>::store(torchao_nf4_value<T>(i));
     return t;
 }
 
@@ -237,23 +228,6 @@ int8_t torchao_scaler_code(float v) {
     if (std::isnan(v)) return 0;
     const float r = std::nearbyint(v);  // default rounding mode: half to even
     return static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, r)));
-}
-
-// Index of the nearest table entry to v by |v - nf4[j]| in T (ties and NaN -> lowest index).
-template <class T>
-uint8_t torchao_nearest(float v, const float* table) {
-    int best = 0;
-    float best_diff = std::fabs(rt<T>(v - table[0]));
-    if (std::isnan(best_diff)) return 0;
-    for (int j = 1; j < 16; ++j) {
-        const float d = std::fabs(rt<T>(v - table[j]));
-        if (std::isnan(d)) return static_cast<uint8_t>(j);  // torch's min propagates the first NaN
-        if (d < best_diff) {
-            best_diff = d;
-            best = j;
-        }
-    }
-    return static_cast<uint8_t>(best);
 }
 
 }  // namespace
@@ -273,16 +247,7 @@ T torchao_mean(const T* scalers, int64_t n) {
 
 template <class T>
 void torchao_block_absmax(const T* w, T* scalers, int64_t b0, int64_t b1, int64_t block_size) {
-    for (int64_t b = b0; b < b1; ++b) {
-        float amax = 0.0f;
-        bool nan = false;
-        for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i) {
-            const float a = std::fabs(Elem<T>::load(w[i]));
-            nan |= std::isnan(a);
-            amax = std::max(amax, a);
-        }
-        scalers[b] = Elem<T>::store(nan ? NAN : amax);  // torch's max propagates NaN
-    }
+    for (int64_t b = b0; b < b1; ++b) scalers[b] = torchao_block_scaler(w + b * block_size, block_size);
 }
 
 template <class T>
@@ -291,7 +256,7 @@ void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantizatio
     const T mean_t = torchao_mean(scalers, blocks);
     const float mean = Elem<T>::load(mean_t);
     std::vector<float> centred(static_cast<size_t>(blocks));
-    for (int64_t b = 0; b < blocks; ++b) centred[b] = rt<T>(Elem<T>::load(scalers[b]) - mean);
+    for (int64_t b = 0; b < blocks; ++b) centred[b] = round_to<T>(Elem<T>::load(scalers[b]) - mean);
     for (int64_t g = 0; g * scaler_block_size < blocks; ++g) {
         const int64_t begin = g * scaler_block_size, end = begin + scaler_block_size;
         float amax = 0.0f;
@@ -302,9 +267,10 @@ void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantizatio
         }
         if (nan) amax = NAN;
         // 256 / (2 * amax) is evaluated by torch as reciprocal(2 * amax) * 256, each rounded to T.
-        const float factor = rt<T>(rt<T>(1.0f / rt<T>(2.0f * amax)) * 256.0f);
+        const float factor = round_to<T>(round_to<T>(1.0f / round_to<T>(2.0f * amax)) * 256.0f);
         quantization_factor[g] = Elem<T>::store(factor);
-        for (int64_t b = begin; b < end; ++b) quantized_scalers[b] = torchao_scaler_code(rt<T>(centred[b] * factor));
+        for (int64_t b = begin; b < end; ++b)
+            quantized_scalers[b] = torchao_scaler_code(round_to<T>(centred[b] * factor));
     }
     *scaler_mean = mean_t;
 }
@@ -312,14 +278,13 @@ void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantizatio
 template <class T>
 void torchao_quantize_elements(const T* w, const T* scalers, uint8_t* quantized_data, int64_t b0, int64_t b1,
                                int64_t block_size) {
-    const T* table_t = torchao_nf4_table<T>();
     float table[16];
-    for (int j = 0; j < 16; ++j) table[j] = Elem<T>::load(table_t[j]);
+    for (int j = 0; j < 16; ++j) table[j] = torchao_nf4_value<T>(j);
     for (int64_t b = b0; b < b1; ++b) {
         const float s = Elem<T>::load(scalers[b]);
         for (int64_t i = b * block_size; i < (b + 1) * block_size; i += 2) {
-            const uint8_t hi = torchao_nearest<T>(rt<T>(Elem<T>::load(w[i]) / s), table);
-            const uint8_t lo = torchao_nearest<T>(rt<T>(Elem<T>::load(w[i + 1]) / s), table);
+            const uint8_t hi = torchao_element_index<T>(Elem<T>::load(w[i]), s, table);
+            const uint8_t lo = torchao_element_index<T>(Elem<T>::load(w[i + 1]), s, table);
             quantized_data[i / 2] = pack_nibbles(hi, lo);
         }
     }
@@ -339,13 +304,14 @@ template <class T>
 void torchao_dequantize(const uint8_t* quantized_data, const int8_t* quantized_scalers,
                         const T* quantization_factor, const T* scaler_mean, T* out, int64_t n, int64_t block_size,
                         int64_t scaler_block_size) {
-    const T* table = torchao_nf4_table<T>();
+    float table[16];
+    for (int j = 0; j < 16; ++j) table[j] = torchao_nf4_value<T>(j);
     const float mean = Elem<T>::load(*scaler_mean);
     for (int64_t b = 0; b < n / block_size; ++b) {
         const float factor = Elem<T>::load(quantization_factor[b / scaler_block_size]);
-        const float scaler = rt<T>(rt<T>(static_cast<float>(quantized_scalers[b]) / factor) + mean);
+        const float scaler = torchao_restored_scaler<T>(quantized_scalers[b], factor, mean);
         for (int64_t i = b * block_size; i < (b + 1) * block_size; ++i)
-            out[i] = Elem<T>::store(Elem<T>::load(table[nibble_at(quantized_data, i)]) * scaler);
+            out[i] = torchao_dequantize_element<T>(table[nibble_at(quantized_data, i)], scaler);
     }
 }
 

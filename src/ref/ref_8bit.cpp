@@ -35,42 +35,28 @@ KBIT_REF_8BIT_INSTANTIATE(kbit_half)
 KBIT_REF_8BIT_INSTANTIATE(kbit_bf16)
 #undef KBIT_REF_8BIT_INSTANTIATE
 
-int8_t int8_from_float_rn(float v) {
-    int32_t q;
-    if (std::isnan(v)) q = 0;
-    else if (v >= 2147483648.0f) q = INT32_MAX;
-    else if (v <= -2147483648.0f) q = INT32_MIN;
-    else q = static_cast<int32_t>(std::nearbyint(v));  // default rounding mode: half to even
-    return static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint32_t>(q) & 0xFFu));
-}
-
 void int8_vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows,
                        int64_t cols) {
-    const bool sparse = threshold > 0.0f;
-    const float threshold_half = half_to_float(float_to_half(threshold));
+    const float threshold_fp16 = int8_threshold_fp16(threshold);
     for (int64_t r = 0; r < rows; ++r) {
         const kbit_half* row = A + r * cols;
         float amax = 0.0f;  // the max of fp16 magnitudes is itself an fp16 value
-        for (int64_t c = 0; c < cols; ++c) {
-            const float v = std::fabs(half_to_float(row[c].bits));
-            if ((!sparse || v < threshold_half) && v > amax) amax = v;
-        }
+        for (int64_t c = 0; c < cols; ++c)
+            amax = int8_row_stat_fold(amax, std::fabs(half_to_float(row[c].bits)), threshold, threshold_fp16);
         rowStats[r] = amax;
-        const float scale = 127.0f / amax;
-        for (int64_t c = 0; c < cols; ++c) {
-            const float a = half_to_float(row[c].bits);
-            out[r * cols + c] = (sparse && !(std::fabs(a) < threshold)) ? int8_t{0} : int8_from_float_rn(a * scale);
-        }
+        const float scale = int8_row_scale(amax);
+        for (int64_t c = 0; c < cols; ++c)
+            out[r * cols + c] = int8_quantize_element(half_to_float(row[c].bits), scale, threshold);
     }
 }
 
 void int8_outlier_columns(const kbit_half* A, int8_t* out, uint8_t* outlier_cols, float threshold,
                           int64_t rows, int64_t cols) {
-    const float threshold_half = half_to_float(float_to_half(threshold));
+    const float threshold_fp16 = int8_threshold_fp16(threshold);
     for (int64_t c = 0; c < cols; ++c) {
         bool outlier = false;
-        for (int64_t r = 0; r < rows && threshold > 0.0f; ++r)
-            if (std::fabs(half_to_float(A[r * cols + c].bits)) >= threshold_half) outlier = true;
+        for (int64_t r = 0; r < rows && int8_has_outliers(threshold); ++r)
+            if (int8_is_outlier(std::fabs(half_to_float(A[r * cols + c].bits)), threshold_fp16)) outlier = true;
         if (outlier_cols != nullptr) outlier_cols[c] = outlier ? 1 : 0;
         if (outlier && rows > 1)
             for (int64_t r = 0; r < rows; ++r) out[r * cols + c] = 0;
@@ -87,20 +73,13 @@ void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B
         }
 }
 
-int8_t saturate_int8_rn(float v) {
-    if (std::isnan(v)) return 0;
-    const float r = std::nearbyint(v);
-    return static_cast<int8_t>(r >= 127.0f ? 127.0f : (r <= -128.0f ? -128.0f : r));
-}
-
 void igemm_s8(int64_t m, int64_t n, int64_t k, const int8_t* A, const int8_t* B, int8_t* C, const float* row_scale,
               int64_t lda, int64_t ldb, int64_t ldc) {
     for (int64_t t = 0; t < n; ++t)
         for (int64_t o = 0; o < k; ++o) {
             int32_t acc = 0;
             igemm_s32(m, 1, 1, A + o * lda, B + t * ldb, &acc, lda, ldb, 1);
-            if (row_scale != nullptr) C[t * ldc + o] = saturate_int8_rn(static_cast<float>(acc) * row_scale[o]);
-            else C[t * ldc + o] = static_cast<int8_t>(acc > 127 ? 127 : (acc < -128 ? -128 : acc));
+            C[t * ldc + o] = row_scale != nullptr ? int8_scale_saturate_rn(acc, row_scale[o]) : int8_saturate(acc);
         }
 }
 

@@ -1,4 +1,0 @@
-// Keeps kbit_cpu_ref a valid library whichever interfaces are built.
-namespace kbit::ref {
-extern const int kReferenceLibrary = 1;
-}
