@@ -1,6 +1,6 @@
 // The 4-bit interface of libkbit_cpu.so: the operations behind the exported functions of
 // kbit_export_4bit.h (which checks every argument first), as thread drivers over the kernels of the
-// active ISA.
+// active ISA (kernels_4bit.h).
 #include <algorithm>
 #include <vector>
 
@@ -48,17 +48,8 @@ int64_t min_rows(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 17) / s
 template <class T>
 void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out, int ldb,
           int blocksize) {
-    const auto& dot = kbit::cpu::dot_4bit_kernels();
     const int64_t row_elems = 2 * static_cast<int64_t>(ldb);
-    // The ref ISA, rows that do not start a block, or k == 0 (all-zero sums; the inputs, the table
-    // included, may then be NULL, and the SIMD kernels read the table up front).
-    if (dot.group == 0 || k == 0 || row_elems % blocksize != 0) {
-        parallel_range(m, min_rows(k), [&](int64_t r0, int64_t r1) {
-            kbit::ref::gemv_4bit_rows(k, A, B, absmax, datatype, out, ldb, blocksize, static_cast<int>(r0),
-                                      static_cast<int>(r1));
-        });
-        return;
-    }
+    const auto& dot = kbit::cpu::dot_4bit_kernels(k, row_elems, blocksize);
     std::vector<float> a(static_cast<size_t>(k)), prepared(static_cast<size_t>(k)), sums(static_cast<size_t>(m));
     for (int i = 0; i < k; ++i) a[i] = Elem<T>::load(A[i]);
     dot.prepare(a.data(), k, prepared.data());
@@ -71,13 +62,8 @@ void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const
 template <class T>
 void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
           const float* absmax_offset, T* out, const T* bias, int M, int N, int K, int blocksize, int quant_type) {
-    const auto& dot = kbit::cpu::dot_4bit_kernels();
-    if (dot.group == 0 || K % blocksize != 0) {
-        kbit::ref::gemm_4bit(A, B, absmax, absmax_8bit, absmax_code, absmax_offset, out, bias, M, N, K, blocksize,
-                             quant_type);
-        return;
-    }
-    const int64_t blocks = static_cast<int64_t>(N) * K / blocksize;
+    const auto& dot = kbit::cpu::dot_4bit_kernels(K, K, blocksize);
+    const int64_t blocks = (static_cast<int64_t>(N) * K + blocksize - 1) / blocksize;
     std::vector<float> restored;
     const float* scales = absmax;
     if (absmax_8bit != nullptr) {

@@ -19,10 +19,39 @@ Isa detected_isa();
 const char* isa_cap_setting();
 bool isa_cap_valid();
 
+// Kernel tables. Each kernel family has a typed table struct (kernels_<family>.h) whose every slot
+// the scalar reference fills first; that table is the one under Isa::Ref. The SIMD sources then
+// override the slots they implement for the active ISA, each through an override hook of the form
+// `void override_<family>_<source>(Table&)` defined in its HWY_ONCE part with override_for_active_isa.
+// The table is assembled once per process (a function-local static in kernels_<family>.cpp), and
+// callers call its slots without testing them. A kernel with a precondition says so through a
+// named capability in its table (a `supports` predicate or a flag), never through a null slot.
+//
 // Highway kernel files compile their kernels for two targets only, the AVX2 target (namespace
 // N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512: `#if KBIT_HWY_KERNEL_TARGET`
-// around the kernels, and for_active_isa in the HWY_ONCE part to pick the instance.
+// around the kernels, and override_for_active_isa in the HWY_ONCE part to apply an instance's
+// overrides.
 #define KBIT_HWY_KERNEL_TARGET (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
+
+// Applies the overrides of the active ISA to `table`: avx512(table) or avx2(table), either of which
+// may be nullptr (that ISA keeps the slots it has); nothing under Isa::Ref.
+template <class Table>
+struct OverrideHook {
+    using type = void (*)(Table&);  // a non-deduced context, so that nullptr can be passed
+};
+template <class Table>
+void override_for_active_isa(Table& table, typename OverrideHook<Table>::type avx512,
+                             typename OverrideHook<Table>::type avx2) {
+    switch (active_isa()) {
+        case Isa::Avx512:
+            if (avx512 != nullptr) avx512(table);
+            break;
+        case Isa::Avx2:
+            if (avx2 != nullptr) avx2(table);
+            break;
+        default: break;
+    }
+}
 
 // The instance (kernel or kernel table) for the active ISA; nullptr under Isa::Ref.
 template <class T>

@@ -1,5 +1,8 @@
-// The 4-bit kernel tables of the active ISA, chosen once (see kernels_4bit.h).
+// The 4-bit kernel tables of the active ISA, assembled once: the reference fills every slot, the
+// SIMD sources override theirs (see kernels_4bit.h and cpu_isa.h).
 #include "kernels_4bit.h"
+
+#include <algorithm>
 
 #include "ref_4bit.h"
 
@@ -12,23 +15,35 @@ void ref_dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T
     ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i0, i1);
 }
 
+bool ref_supports(int64_t, int64_t, int64_t) { return true; }
+
+void ref_prepare(const float* a, int64_t k, float* prepared) { std::copy(a, a + k, prepared); }
+
+const Dot4bitKernels& ref_dot_4bit_kernels() {
+    static const Dot4bitKernels table{1, &ref_supports, &ref_prepare, &ref::dot_4bit_rows};
+    return table;
+}
+
 }  // namespace
 
 template <class T>
 const Quant4bitKernels<T>& quant_4bit_kernels() {
     static const Quant4bitKernels<T> table = [] {
-        if (const auto* simd = simd_quant_4bit_kernels<T>()) return *simd;
-        return Quant4bitKernels<T>{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
+        Quant4bitKernels<T> t{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
+        override_quant_4bit_simd(t);
+        return t;
     }();
     return table;
 }
 
-const Dot4bitKernels& dot_4bit_kernels() {
+const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize) {
     static const Dot4bitKernels table = [] {
-        if (const auto* simd = simd_dot_4bit_kernels()) return *simd;
-        return Dot4bitKernels{0, nullptr, nullptr};
+        Dot4bitKernels t = ref_dot_4bit_kernels();
+        override_dot_4bit_simd(t);
+        override_dot_4bit_avx512(t);
+        return t;
     }();
-    return table;
+    return table.supports(k, row_elems, blocksize) ? table : ref_dot_4bit_kernels();
 }
 
 template const Quant4bitKernels<float>& quant_4bit_kernels<float>();

@@ -1,7 +1,10 @@
-// kernels_4bit.h — the 4-bit kernels of one instruction set, as tables chosen once per process from
-// kbit::cpu::active_isa() (ref, AVX2 or AVX-512 via Highway). Kernels work on a range; the thread
-// drivers in api_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact
-// with kbit::ref; the dot kernels accumulate in fp32 in their own order (class F).
+// kernels_4bit.h — the 4-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h).
+// Every slot is filled from the scalar reference (ref_4bit.h), then the SIMD sources override it for
+// the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot) and
+// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels). Kernels work on a range; the thread drivers
+// in api_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact with
+// kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order (class F), the reference dot
+// kernel in the reference order.
 #pragma once
 
 #include <cstdint>
@@ -25,30 +28,38 @@ struct Quant4bitKernels {
 // 4-bit dot products of fp32 activation rows with rows of a packed weight (GEMV and GEMM).
 struct Dot4bitKernels {
     // Elements per SIMD group; prepared activations are permuted within each group of the first
-    // k - k % group elements (the rest stay in order). 0 means there is no SIMD path.
+    // k - k % group elements (the rest stay in order). The reference: 1 (no permutation).
     int64_t group;
+    // Capability: whether dot_rows takes rows of row_elems nibbles with this blocksize and k > 0
+    // activations. The SIMD kernels need rows that start a block, and read the table up front (with
+    // k == 0 it may be NULL); the reference takes every shape.
+    bool (*supports)(int64_t k, int64_t row_elems, int64_t blocksize);
     // Lays out one row of k fp32 activations the way dot_rows reads them.
     void (*prepare)(const float* a, int64_t k, float* prepared);
     // For weight rows r in [r0, r1) and activation rows m < M (prepared, stride k):
     // sums[m * ldo + r] = sum_k a_m[k] * lut[W(r, k)] * scales[(r * row_elems + k) / blocksize], where
-    // W(r, k) is nibble r * row_elems + k of B. Needs row_elems % blocksize == 0 (rows start on a block).
+    // W(r, k) is nibble r * row_elems + k of B.
     void (*dot_rows)(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems,
                      const float* scales, int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums,
                      int64_t ldo);
 };
 
+// The SIMD dot kernels' precondition (both sets): rows that start a block, and k > 0.
+inline bool dot_4bit_simd_supports(int64_t k, int64_t row_elems, int64_t blocksize) {
+    return k > 0 && row_elems % blocksize == 0;
+}
+
+// The tables of the active ISA, assembled once (kernels_4bit.cpp).
 template <class T>
 const Quant4bitKernels<T>& quant_4bit_kernels();
+// The dot kernels for this shape: the active ISA's where it supports() the shape, else the
+// reference's (the capability check lives here, not in the callers).
+const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize);
 
-// The SIMD dot kernels of the active ISA; group == 0 when the active ISA is ref.
-const Dot4bitKernels& dot_4bit_kernels();
-
-// The SIMD tables of the active ISA (Highway targets AVX2 and AVX3, kernels_4bit_simd.cpp); nullptr
-// under ref.
+// Override hooks of the SIMD sources (see cpu_isa.h).
 template <class T>
-const Quant4bitKernels<T>* simd_quant_4bit_kernels();
-const Dot4bitKernels* simd_dot_4bit_kernels();
-// The AVX-512 dot kernels (kernels_4bit_dot512.cpp: vpermps over the 16-entry table).
-const Dot4bitKernels* dot512_4bit_kernels();
+void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
+void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
+void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot512.cpp
 
 }  // namespace kbit::cpu

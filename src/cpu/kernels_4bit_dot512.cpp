@@ -132,8 +132,12 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 
 }  // namespace
 
-extern const Dot4bitKernels kDot512Table;
-const Dot4bitKernels kDot512Table{kGroup, &prepare, &dot_rows};
+void OverrideDot512(Dot4bitKernels& t) {
+    t.group = kGroup;
+    t.supports = &dot_4bit_simd_supports;
+    t.prepare = &prepare;
+    t.dot_rows = &dot_rows;
+}
 #endif  // HWY_TARGET == HWY_AVX3
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
@@ -142,7 +146,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const Dot4bitKernels* dot512_4bit_kernels() { return &N_AVX3::kDot512Table; }
+void override_dot_4bit_avx512(Dot4bitKernels& table) { override_for_active_isa(table, &N_AVX3::OverrideDot512, nullptr); }
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

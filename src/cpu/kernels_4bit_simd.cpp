@@ -377,12 +377,20 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 }
 
 // ------------------------------------------------------------------------------------------------
-// Tables
+// Overrides of the kernel tables (kernels_4bit.h)
 // ------------------------------------------------------------------------------------------------
 
 template <class T>
-const Quant4bitKernels<T> kQuantTable{&quantize_blocks<T>, &dequantize_range<T>};
-const Dot4bitKernels kDotTable{kDotGroup, &prepare, &dot_rows};
+void OverrideQuant(Quant4bitKernels<T>& t) {
+    t.quantize_blocks = &quantize_blocks<T>;
+    t.dequantize_range = &dequantize_range<T>;
+}
+void OverrideDot(Dot4bitKernels& t) {
+    t.group = kDotGroup;
+    t.supports = &dot_4bit_simd_supports;
+    t.prepare = &prepare;
+    t.dot_rows = &dot_rows;
+}
 
 #endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace HWY_NAMESPACE
@@ -393,16 +401,17 @@ HWY_AFTER_NAMESPACE();
 namespace kbit::cpu {
 
 template <class T>
-const Quant4bitKernels<T>* simd_quant_4bit_kernels() {
-    return for_active_isa(&N_AVX3::kQuantTable<T>, &N_AVX2::kQuantTable<T>);
+void override_quant_4bit_simd(Quant4bitKernels<T>& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
 }
 
-// AVX-512 has its own dot kernels (one vpermps per 16 weights); this file's 256-bit ones serve AVX2.
-const Dot4bitKernels* simd_dot_4bit_kernels() { return for_active_isa(dot512_4bit_kernels(), &N_AVX2::kDotTable); }
+// AVX-512 has its own dot kernels (kernels_4bit_dot512.cpp: one vpermps per 16 weights); this file's
+// 256-bit ones serve AVX2.
+void override_dot_4bit_simd(Dot4bitKernels& table) { override_for_active_isa(table, nullptr, &N_AVX2::OverrideDot); }
 
-template const Quant4bitKernels<float>* simd_quant_4bit_kernels<float>();
-template const Quant4bitKernels<kbit_half>* simd_quant_4bit_kernels<kbit_half>();
-template const Quant4bitKernels<kbit_bf16>* simd_quant_4bit_kernels<kbit_bf16>();
+template void override_quant_4bit_simd<float>(Quant4bitKernels<float>&);
+template void override_quant_4bit_simd<kbit_half>(Quant4bitKernels<kbit_half>&);
+template void override_quant_4bit_simd<kbit_bf16>(Quant4bitKernels<kbit_bf16>&);
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

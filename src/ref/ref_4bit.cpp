@@ -88,6 +88,14 @@ void gemv_4bit_rows(int k, const T* A, const uint8_t* B, const float* absmax, co
     }
 }
 
+void dot_4bit_rows(const float* a, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
+                   int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
+    for (int m = 0; m < M; ++m)
+        for (int64_t r = r0; r < r1; ++r)
+            sums[m * ldo + r] = dot_4bit_row(a + m * k, k, B, r * row_elems, lut, blocksize,
+                                             [scales](int64_t beta) { return scales[beta]; });
+}
+
 template <class T>
 void gemv_4bit(int m, int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out,
                int ldb, int blocksize) {

@@ -56,6 +56,13 @@ template <class T>
 void gemv_4bit(int m, int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out,
                int ldb, int blocksize);
 
+// The reference sums in the CPU backend's dot-kernel form (kernels_4bit.h), for fp32 activation rows
+// a (M rows, stride k) and rows of any length and alignment: sums[m * ldo + r] = the sum of row r
+// (nibbles r * row_elems + kk of B) with row m, block beta scaled by scales[beta], for r in [r0, r1).
+// The same fp32 operations in the same order as gemv_4bit_rows and gemm_4bit (before bias and rounding).
+void dot_4bit_rows(const float* a, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
+                   int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo);
+
 // Scale of block `beta` of cgemm_4bit: absmax[beta], or with nested absmax (absmax_8bit != NULL)
 // absmax_code[absmax_8bit[beta]] * absmax[beta >> 8] + *absmax_offset, a product and a separate add
 // (two fp32 roundings, like bitsandbytes' restore; its CUDA kernel may fuse them into one FMA).
