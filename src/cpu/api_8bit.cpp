@@ -1,13 +1,11 @@
 // The 8-bit interface of libkbit_cpu.so: the operations behind the exported functions of
-// kbit_export_8bit.h (which checks every argument first), as the SIMD kernels split over OpenMP
-// threads, or the scalar reference when KBIT_CPU_ISA=ref.
+// kbit_export_8bit.h (which checks every argument first), as thread drivers over the kernel tables
+// of the active ISA (kernels_8bit.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "cpu_isa.h"
-#include "igemm_8bit.h"
 #include "kbit_export_8bit.h"
 #include "kernels_8bit.h"
 #include "parallel_range.h"
@@ -31,49 +29,42 @@ constexpr int64_t kStreamBytes = int64_t{4} << 20;
 // rather than building the table's lookup structure (which costs about as much as 8K searches).
 constexpr int64_t kLutBuildElements = int64_t{1} << 14;
 
-template <class T> constexpr int slot_of();
-template <> constexpr int slot_of<float>() { return kSlotF32; }
-template <> constexpr int slot_of<kbit_half>() { return kSlotF16; }
-template <> constexpr int slot_of<kbit_bf16>() { return kSlotBF16; }
-
 int64_t block_count(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
 template <class T>
 void quantize(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
-    const Blockwise8Kernels* k = blockwise8_kernels();
-    const auto lut = k != nullptr ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
-    if (lut == nullptr) return ref::quantize_blockwise_8bit(code, A, absmax, out, blocksize, n);
-    const auto fn = k->quantize[slot_of<T>()];
+    const auto& k = blockwise8_kernels<T>();
+    const auto lut = k.quantize_uses_lut ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
     const bool stream = n >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
     parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
-                   [&](int64_t b0, int64_t b1) { fn(*lut, A, absmax, out, blocksize, n, b0, b1, stream); });
+                   [&](int64_t b0, int64_t b1) {
+                       k.quantize(code, lut.get(), A, absmax, out, blocksize, n, b0, b1, stream);
+                   });
 }
 
 template <class T>
 void dequantize(const float* code, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t n) {
-    const Blockwise8Kernels* k = blockwise8_kernels();
-    if (k == nullptr) return ref::dequantize_blockwise_8bit(code, A, absmax, out, blocksize, n);
-    const auto fn = k->dequantize[slot_of<T>()];
+    const auto& k = blockwise8_kernels<T>();
     const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
     parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
                    [&](int64_t b0, int64_t b1) {
-                       fn(code, A, absmax, out, blocksize, b0 * blocksize, std::min(b1 * blocksize, n), stream);
+                       const int64_t end = std::min(b1 * blocksize, n);
+                       k.dequantize(code, A, absmax, out, blocksize, b0 * blocksize, end, stream);
                    });
 }
 
 void vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows, int64_t cols) {
-    const Int8Kernels* k = int8_kernels();
-    if (k == nullptr) return ref::int8_vector_quant(A, out, rowStats, threshold, rows, cols);
+    const Int8Kernels& k = int8_kernels();
     parallel_range(rows, std::max<int64_t>(1, kGrainElements / cols),
-                   [&](int64_t r0, int64_t r1) { k->vector_quant(A, out, rowStats, threshold, cols, r0, r1); });
+                   [&](int64_t r0, int64_t r1) { k.vector_quant(A, out, rowStats, threshold, cols, r0, r1); });
 }
 
-// Exact int32 product in bitsandbytes' convention (see igemm_8bit.h).
+// Exact int32 product in bitsandbytes' convention (see kernels_8bit.h): the library where it takes
+// the call, else kbit's kernel.
 void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, int64_t lda, const int8_t* B, int64_t ldb, int32_t* C,
                int64_t ldc) {
-    if (igemm_onednn(m, n, k, A, lda, B, ldb, C, ldc)) return;
-    if (IgemmFn fn = igemm_s32_kernel()) return fn(m, n, k, A, lda, B, ldb, C, ldc);
-    ref::igemm_s32(m, n, k, A, B, C, lda, ldb, ldc);
+    const IgemmKernels& kernels = igemm_kernels();
+    if (!kernels.s32_library(m, n, k, A, lda, B, ldb, C, ldc)) kernels.s32(m, n, k, A, lda, B, ldb, C, ldc);
 }
 
 }  // namespace
@@ -110,13 +101,8 @@ kbit_status int8_vector_quant(const char*, const kbit_half* A, int8_t* out, floa
 kbit_status int8_vectorwise_quant(const char*, const kbit_half* A, int8_t* out, float* rowStats,
                                   uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void*) {
     vector_quant(A, out, rowStats, threshold, rows, cols);
-    const Int8Kernels* k = int8_kernels();
-    if (k == nullptr) {
-        ref::int8_outlier_columns(A, out, outlier_cols, threshold, rows, cols);
-        return KBIT_STATUS_SUCCESS;
-    }
     std::vector<uint8_t> flags(static_cast<size_t>(cols), 0);
-    if (threshold > 0.0f) k->outlier_flags(A, flags.data(), threshold, cols, 0, rows);
+    if (int8_has_outliers(threshold)) int8_kernels().outlier_flags(A, flags.data(), threshold, cols, 0, rows);
     if (outlier_cols != nullptr) std::memcpy(outlier_cols, flags.data(), flags.size());
     if (rows > 1)
         for (int64_t c = 0; c < cols; ++c)
@@ -169,13 +155,9 @@ kbit_status igemmlt(const char*, IgemmOutput output, kbit_context*, int m, int n
 
 kbit_status dequant_mm_int32_fp16(const char*, const int32_t* A, const float* rowStats, const float* colStats,
                                   kbit_half* out, const kbit_half* bias, int numRows, int numCols, void*) {
-    const Int8Kernels* k = int8_kernels();
-    if (k == nullptr) {
-        ref::dequant_mm_int32_fp16(A, rowStats, colStats, out, bias, numRows, numCols);
-        return KBIT_STATUS_SUCCESS;
-    }
+    const Int8Kernels& k = int8_kernels();
     parallel_range(numRows, std::max<int64_t>(1, kGrainElements / numCols), [&](int64_t r0, int64_t r1) {
-        k->dequant_mm(A, rowStats, colStats, out, bias, numCols, r0, r1);
+        k.dequant_mm(A, rowStats, colStats, out, bias, numCols, r0, r1);
     });
     return KBIT_STATUS_SUCCESS;
 }
@@ -183,11 +165,6 @@ kbit_status dequant_mm_int32_fp16(const char*, const int32_t* A, const float* ro
 kbit_status int8_outlier_matmul_fp16(const char*, const kbit_half* A, const int8_t* W, const float* W_stats,
                                      const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
                                      int64_t in_features, void*) {
-    const Int8Kernels* k = int8_kernels();
-    if (k == nullptr) {
-        ref::int8_outlier_matmul_fp16(A, W, W_stats, outlier_cols, out, rows, out_features, in_features);
-        return KBIT_STATUS_SUCCESS;
-    }
     std::vector<int64_t> cols;
     for (int64_t c = 0; c < in_features; ++c)
         if (outlier_cols[c] != 0) cols.push_back(c);
@@ -196,13 +173,10 @@ kbit_status int8_outlier_matmul_fp16(const char*, const kbit_half* A, const int8
     // [column][out_features] so that the kernel vectorizes over outputs.
     const int64_t count = static_cast<int64_t>(cols.size());
     std::vector<float> w(static_cast<size_t>(count * out_features));
-    for (int64_t o = 0; o < out_features; ++o)
-        for (int64_t j = 0; j < count; ++j) {
-            const float v = static_cast<float>(W[o * in_features + cols[j]]) * W_stats[o] * kInv127;
-            w[j * out_features + o] = half_to_float(float_to_half(v));
-        }
+    ref::int8_outlier_weights(W, W_stats, cols.data(), count, out_features, in_features, w.data());
+    const Int8Kernels& k = int8_kernels();
     parallel_range(rows, std::max<int64_t>(1, kGrainElements / (out_features * count)), [&](int64_t r0, int64_t r1) {
-        k->outlier_matmul(A, in_features, cols.data(), count, w.data(), out, out_features, r0, r1);
+        k.outlier_matmul(A, in_features, cols.data(), count, w.data(), out, out_features, r0, r1);
     });
     return KBIT_STATUS_SUCCESS;
 }

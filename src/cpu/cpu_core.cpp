@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cpu_isa.h"
-#include "igemm_8bit.h"
+#include "kernels_8bit.h"
 #include "kbit/kbit_core.h"
 #include "kbit_error.h"
 #include "kbit_validate_core.h"

@@ -8,7 +8,7 @@
 #include <new>
 
 #include "cpu_isa.h"
-#include "igemm_8bit.h"
+#include "kernels_8bit.h"
 #include "parallel_range.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -259,6 +259,8 @@ void IgemmS32(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, con
     else BlockedGemm(m, n, k, W, lda, X, ldb, C, ldc);
 }
 
+void OverrideIgemm(IgemmKernels& t) { t.s32 = &IgemmS32; }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
@@ -267,7 +269,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-IgemmFn igemm_s32_kernel() { return for_active_isa(N_AVX3::IgemmS32, N_AVX2::IgemmS32); }
+void override_igemm_simd(IgemmKernels& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideIgemm, &N_AVX2::OverrideIgemm);
+}
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 
 #include "cpu_isa.h"
-#include "igemm_8bit.h"
+#include "kernels_8bit.h"
 #include "parallel_range.h"
 
 namespace kbit::cpu {
@@ -38,15 +38,20 @@ GemmS8S8S32 exact_onednn_gemm() {
     return gemm;
 }
 
-}  // namespace
-
+// The library slot of IgemmKernels.
 bool igemm_onednn(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, const int8_t* X, int64_t ldb,
                   int32_t* C, int64_t ldc) {
     const GemmS8S8S32 gemm = exact_onednn_gemm();
-    if (gemm == nullptr || m == 0 || in_forked_child()) return false;
+    if (m == 0 || in_forked_child()) return false;
     const int32_t zero = 0;
     // Row-major C[n][k] = X[n][m] * W[k][m]^T, no offsets, alpha 1 and beta 0 (exact int32 results).
     return gemm('N', 'T', 'F', n, k, m, 1.0f, X, ldb, 0, W, lda, 0, 0.0f, C, ldc, &zero) == 0;
+}
+
+}  // namespace
+
+void override_igemm_onednn(IgemmKernels& table) {
+    if (exact_onednn_gemm() != nullptr) table.s32_library = &igemm_onednn;
 }
 
 const char* igemm_provider() { return exact_onednn_gemm() != nullptr ? "oneDNN s8s8s32 (AVX-512 VNNI)" : "kbit"; }

@@ -12,6 +12,7 @@
 #include "kbit_code8.h"
 #include "kbit_half.h"
 #include "kernels_8bit.h"
+#include "ref_8bit.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_8bit_blockwise.cpp"
@@ -117,20 +118,21 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
     if (stream) hwy::FlushStream();
 }
 
-// The table's type-erased entry points.
+// The quantize slot: through code's bucket table, or the reference's search where there is none
+// (kernels_8bit.h).
 template <class T>
-void QuantizeT(const Code8Lut& lut, const void* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
-               int64_t b0, int64_t b1, bool stream) {
-    QuantizeBlocks(lut, static_cast<const T*>(A), absmax, out, blocksize, n, b0, b1, stream);
-}
-template <class T>
-void DequantizeT(const float* code, const uint8_t* A, const float* absmax, void* out, int64_t blocksize, int64_t i0,
-                 int64_t i1, bool stream) {
-    DequantizeRange(code, A, absmax, static_cast<T*>(out), blocksize, i0, i1, stream);
+void QuantizeSlot(const float* code, const Code8Lut* lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                  int64_t n, int64_t b0, int64_t b1, bool stream) {
+    if (lut == nullptr) return ref::quantize_blockwise_8bit_blocks(code, A, absmax, out, blocksize, n, b0, b1);
+    QuantizeBlocks(*lut, A, absmax, out, blocksize, n, b0, b1, stream);
 }
 
-const Blockwise8Kernels kBlockwise8{{QuantizeT<float>, QuantizeT<kbit_half>, QuantizeT<kbit_bf16>},
-                                    {DequantizeT<float>, DequantizeT<kbit_half>, DequantizeT<kbit_bf16>}};
+template <class T>
+void OverrideBlockwise8(Blockwise8Kernels<T>& t) {
+    t.quantize_uses_lut = true;
+    t.quantize = &QuantizeSlot<T>;
+    t.dequantize = &DequantizeRange<T>;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
@@ -140,7 +142,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const Blockwise8Kernels* blockwise8_kernels() { return for_active_isa(&N_AVX3::kBlockwise8, &N_AVX2::kBlockwise8); }
+template <class T>
+void override_blockwise8_simd(Blockwise8Kernels<T>& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideBlockwise8<T>, &N_AVX2::OverrideBlockwise8<T>);
+}
+
+template void override_blockwise8_simd<float>(Blockwise8Kernels<float>&);
+template void override_blockwise8_simd<kbit_half>(Blockwise8Kernels<kbit_half>&);
+template void override_blockwise8_simd<kbit_bf16>(Blockwise8Kernels<kbit_bf16>&);
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

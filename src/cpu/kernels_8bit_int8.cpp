@@ -127,7 +127,12 @@ void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols,
     }
 }
 
-const Int8Kernels kInt8{VectorQuant, DequantMm, OutlierFlags, OutlierMatmul};
+void OverrideInt8(Int8Kernels& t) {
+    t.vector_quant = &VectorQuant;
+    t.dequant_mm = &DequantMm;
+    t.outlier_flags = &OutlierFlags;
+    t.outlier_matmul = &OutlierMatmul;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
@@ -137,7 +142,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const Int8Kernels* int8_kernels() { return for_active_isa(&N_AVX3::kInt8, &N_AVX2::kInt8); }
+void override_int8_simd(Int8Kernels& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideInt8, &N_AVX2::OverrideInt8);
+}
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

@@ -1,6 +1,7 @@
 #include "ref_8bit.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kbit_code8.h"
 #include "kbit_half.h"
@@ -8,9 +9,10 @@
 namespace kbit::ref {
 
 template <class T>
-void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
-                             int64_t n) {
-    for (int64_t start = 0, b = 0; start < n; start += blocksize, ++b) {
+void quantize_blockwise_8bit_blocks(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                                    int64_t n, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+        const int64_t start = b * blocksize;
         const int64_t end = start + blocksize < n ? start + blocksize : n;
         float amax = absmax_start(end - start, blocksize);
         for (int64_t i = start; i < end; ++i) amax = absmax_fold(amax, Elem<T>::load(A[i]));
@@ -21,15 +23,31 @@ void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8
 }
 
 template <class T>
+void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                             int64_t n) {
+    quantize_blockwise_8bit_blocks(code, A, absmax, out, blocksize, n, 0, (n + blocksize - 1) / blocksize);
+}
+
+template <class T>
+void dequantize_blockwise_8bit_range(const float* code, const uint8_t* A, const float* absmax, T* out,
+                                     int64_t blocksize, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+}
+
+template <class T>
 void dequantize_blockwise_8bit(const float* code, const uint8_t* A, const float* absmax, T* out,
                                int64_t blocksize, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+    dequantize_blockwise_8bit_range(code, A, absmax, out, blocksize, 0, n);
 }
 
 #define KBIT_REF_8BIT_INSTANTIATE(T)                                                                        \
     template void quantize_blockwise_8bit<T>(const float*, const T*, float*, uint8_t*, int64_t, int64_t);   \
     template void dequantize_blockwise_8bit<T>(const float*, const uint8_t*, const float*, T*, int64_t,     \
-                                               int64_t);
+                                               int64_t);                                                  \
+    template void quantize_blockwise_8bit_blocks<T>(const float*, const T*, float*, uint8_t*, int64_t,      \
+                                                    int64_t, int64_t, int64_t);                            \
+    template void dequantize_blockwise_8bit_range<T>(const float*, const uint8_t*, const float*, T*,        \
+                                                     int64_t, int64_t, int64_t);
 KBIT_REF_8BIT_INSTANTIATE(float)
 KBIT_REF_8BIT_INSTANTIATE(kbit_half)
 KBIT_REF_8BIT_INSTANTIATE(kbit_bf16)
@@ -50,15 +68,20 @@ void int8_vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float t
     }
 }
 
+void int8_outlier_flags(const kbit_half* A, uint8_t* flags, float threshold, int64_t cols, int64_t r0, int64_t r1) {
+    const float threshold_fp16 = int8_threshold_fp16(threshold);
+    for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            if (int8_is_outlier(std::fabs(half_to_float(A[r * cols + c].bits)), threshold_fp16)) flags[c] = 1;
+}
+
 void int8_outlier_columns(const kbit_half* A, int8_t* out, uint8_t* outlier_cols, float threshold,
                           int64_t rows, int64_t cols) {
-    const float threshold_fp16 = int8_threshold_fp16(threshold);
+    std::vector<uint8_t> flags(static_cast<size_t>(cols), 0);
+    if (int8_has_outliers(threshold)) int8_outlier_flags(A, flags.data(), threshold, cols, 0, rows);
     for (int64_t c = 0; c < cols; ++c) {
-        bool outlier = false;
-        for (int64_t r = 0; r < rows && int8_has_outliers(threshold); ++r)
-            if (int8_is_outlier(std::fabs(half_to_float(A[r * cols + c].bits)), threshold_fp16)) outlier = true;
-        if (outlier_cols != nullptr) outlier_cols[c] = outlier ? 1 : 0;
-        if (outlier && rows > 1)
+        if (outlier_cols != nullptr) outlier_cols[c] = flags[c];
+        if (flags[c] != 0 && rows > 1)
             for (int64_t r = 0; r < rows; ++r) out[r * cols + c] = 0;
     }
 }
@@ -93,20 +116,37 @@ void dequant_mm_int32_fp16(const int32_t* A, const float* rowStats, const float*
         }
 }
 
-void int8_outlier_matmul_fp16(const kbit_half* A, const int8_t* W, const float* W_stats,
-                              const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
-                              int64_t in_features) {
-    for (int64_t t = 0; t < rows; ++t)
+void int8_outlier_weights(const int8_t* W, const float* W_stats, const int64_t* cols, int64_t count,
+                          int64_t out_features, int64_t in_features, float* w) {
+    for (int64_t o = 0; o < out_features; ++o)
+        for (int64_t j = 0; j < count; ++j) {
+            const float v = static_cast<float>(W[o * in_features + cols[j]]) * W_stats[o] * kInv127;
+            w[j * out_features + o] = half_to_float(float_to_half(v));
+        }
+}
+
+void int8_outlier_matmul_rows(const kbit_half* A, int64_t in_features, const int64_t* cols, int64_t count,
+                              const float* w, kbit_half* out, int64_t out_features, int64_t r0, int64_t r1) {
+    for (int64_t t = r0; t < r1; ++t)
         for (int64_t o = 0; o < out_features; ++o) {
             float acc = -0.0f;
-            for (int64_t c = 0; c < in_features; ++c) {
-                if (outlier_cols[c] == 0) continue;
-                const float w = static_cast<float>(W[o * in_features + c]) * W_stats[o] * kInv127;
-                acc += half_to_float(A[t * in_features + c].bits) * half_to_float(float_to_half(w));
-            }
+            for (int64_t j = 0; j < count; ++j)
+                acc += half_to_float(A[t * in_features + cols[j]].bits) * w[j * out_features + o];
             kbit_half& y = out[t * out_features + o];
             y.bits = float_to_half(half_to_float(y.bits) + acc);
         }
+}
+
+void int8_outlier_matmul_fp16(const kbit_half* A, const int8_t* W, const float* W_stats,
+                              const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
+                              int64_t in_features) {
+    std::vector<int64_t> cols;
+    for (int64_t c = 0; c < in_features; ++c)
+        if (outlier_cols[c] != 0) cols.push_back(c);
+    const int64_t count = static_cast<int64_t>(cols.size());
+    std::vector<float> w(static_cast<size_t>(count * out_features));
+    int8_outlier_weights(W, W_stats, cols.data(), count, out_features, in_features, w.data());
+    int8_outlier_matmul_rows(A, in_features, cols.data(), count, w.data(), out, out_features, 0, rows);
 }
 
 }  // namespace kbit::ref
