@@ -60,6 +60,6 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 template <class T>
 void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
 void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
-void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot512.cpp
+void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot_avx512.cpp
 
 }  // namespace kbit::cpu

@@ -405,7 +405,7 @@ void override_quant_4bit_simd(Quant4bitKernels<T>& table) {
     override_for_active_isa(table, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
 }
 
-// AVX-512 has its own dot kernels (kernels_4bit_dot512.cpp: one vpermps per 16 weights); this file's
+// AVX-512 has its own dot kernels (kernels_4bit_dot_avx512.cpp: one vpermps per 16 weights); this file's
 // 256-bit ones serve AVX2.
 void override_dot_4bit_simd(Dot4bitKernels& table) { override_for_active_isa(table, nullptr, &N_AVX2::OverrideDot); }
 

@@ -60,7 +60,7 @@ using IgemmFn = void (*)(int64_t m, int64_t n, int64_t k, const int8_t* W, int64
                          int32_t* C, int64_t ldc);
 struct IgemmKernels {
     // The product by a library, where that library is exact (oneDNN on AVX-512 VNNI CPUs under the
-    // AVX-512 kernels: igemm_onednn.cpp); false when it does not take this call (no such library, a
+    // AVX-512 kernels: kernels_igemm_onednn.cpp); false when it does not take this call (no such library, a
     // fork() child, an error), and then s32 computes it. The reference's declines every call.
     bool (*s32_library)(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, const int8_t* X,
                         int64_t ldb, int32_t* C, int64_t ldc);
@@ -76,10 +76,10 @@ const IgemmKernels& igemm_kernels();
 
 // Override hooks of the SIMD and library sources (see cpu_isa.h).
 template <class T>
-void override_blockwise8_simd(Blockwise8Kernels<T>& table);  // kernels_8bit_blockwise.cpp
-void override_int8_simd(Int8Kernels& table);                 // kernels_8bit_int8.cpp
-void override_igemm_simd(IgemmKernels& table);               // igemm_8bit.cpp
-void override_igemm_onednn(IgemmKernels& table);             // igemm_onednn.cpp
+void override_blockwise8_simd(Blockwise8Kernels<T>& table);  // kernels_8bit_simd.cpp
+void override_int8_simd(Int8Kernels& table);                 // kernels_int8_simd.cpp
+void override_igemm_simd(IgemmKernels& table);               // kernels_igemm_simd.cpp
+void override_igemm_onednn(IgemmKernels& table);             // kernels_igemm_onednn.cpp
 
 // "oneDNN s8s8s32 (AVX-512 VNNI)" or "kbit": who computes cigemmlt_* in this process.
 const char* igemm_provider();

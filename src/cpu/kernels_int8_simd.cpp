@@ -10,7 +10,7 @@
 #include "ref_8bit.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels_8bit_int8.cpp"
+#define HWY_TARGET_INCLUDE "kernels_int8_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 

@@ -10,7 +10,7 @@
 // (row, activation) pair has its own block accumulator and running total, scaled once per block.
 // Class F: fp32 sums in this kernel's own order, bounded against fp64 by the conformance suite.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels_4bit_dot512.cpp"
+#define HWY_TARGET_INCLUDE "kernels_4bit_dot_avx512.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -146,7 +146,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-void override_dot_4bit_avx512(Dot4bitKernels& table) { override_for_active_isa(table, &N_AVX3::OverrideDot512, nullptr); }
+void override_dot_4bit_avx512(Dot4bitKernels& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideDot512, nullptr);
+}
 
 }  // namespace kbit::cpu
 #endif  // HWY_ONCE

@@ -15,7 +15,7 @@
 #include "ref_8bit.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels_8bit_blockwise.cpp"
+#define HWY_TARGET_INCLUDE "kernels_8bit_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 // clang-format off
 #include <hwy/highway.h>

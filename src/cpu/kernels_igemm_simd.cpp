@@ -12,7 +12,7 @@
 #include "parallel_range.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "igemm_8bit.cpp"
+#define HWY_TARGET_INCLUDE "kernels_igemm_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
