@@ -53,14 +53,4 @@ void override_for_active_isa(Table& table, typename OverrideHook<Table>::type av
     }
 }
 
-// The instance (kernel or kernel table) for the active ISA; nullptr under Isa::Ref.
-template <class T>
-T* for_active_isa(T* avx512, T* avx2) {
-    switch (active_isa()) {
-        case Isa::Avx512: return avx512;
-        case Isa::Avx2: return avx2;
-        default: return nullptr;
-    }
-}
-
 }  // namespace kbit::cpu

@@ -2,11 +2,11 @@
 // Highway per KBIT_CPU_ISA) and OpenMP threads over independent ranges (chunks of 4096 elements for
 // the 32-bit optimizers, 256-element blocks for the 8-bit ones), so results do not depend on the
 // thread count.
-#include "cpu_optim8.h"
 #include "kbit/kbit_optim8.h"
 #include "kbit_error.h"
 #include "kbit_half.h"
 #include "kbit_validate_optim8.h"
+#include "kernels_optim8.h"
 #include "parallel_range.h"
 #include "ref_optim8.h"
 
@@ -14,14 +14,6 @@ namespace {
 
 using kbit::optim::Hyper;
 using kbit::optim::Kind;
-
-const kbit::ref::OptimKernels& kernels() {
-    static const kbit::ref::OptimKernels* k = [] {
-        const auto* simd = kbit::cpu::optim_kernels_simd();
-        return simd != nullptr ? simd : &kbit::ref::optim_kernels();
-    }();
-    return *k;
-}
 
 // Runs fn(i0, i1) over [0, count) on OpenMP threads with at least `grain` units each (smaller calls
 // stay on the caller's thread: a fork costs about as much as 10-20K elements' work).
@@ -41,7 +33,8 @@ kbit_status optim32(const char* fn, Kind kind, T* g, T* p, float* state1, float*
         if (s != KBIT_STATUS_SUCCESS || empty) return s;
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem32 m{g, p, state1, kbit::optim::two_state(kind) ? state2 : nullptr, n};
-        kbit::ref::run32(kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, parallel(16));
+        kbit::ref::run32(kbit::cpu::optim_kernels(), kbit::Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm,
+                         parallel(16));
         return KBIT_STATUS_SUCCESS;
     });
 }
@@ -60,7 +53,7 @@ kbit_status optim8(const char* fn, Kind kind, T* p, T* g, unsigned char* state1,
         const Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
         const kbit::ref::Mem8 m{p,          g,          state1,  two ? state2 : nullptr, quantiles1,
                                 two ? quantiles2 : nullptr, absmax1, two ? absmax2 : nullptr, n};
-        kbit::ref::run8(kernels(), kbit::Elem<T>::dtype, kind, h, m, parallel(64));
+        kbit::ref::run8(kbit::cpu::optim_kernels(), kbit::Elem<T>::dtype, kind, h, m, parallel(64));
         return KBIT_STATUS_SUCCESS;
     });
 }

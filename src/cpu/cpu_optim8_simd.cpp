@@ -14,10 +14,10 @@
 #include <cstring>
 
 #include "cpu_isa.h"
-#include "cpu_optim8.h"
 #include "kbit_code8_lut.h"
 #include "kbit_half.h"
 #include "kbit_optim_math.h"
+#include "kernels_optim8.h"
 #include "ref_optim8.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -408,10 +408,7 @@ struct Simd {
 
 }  // namespace
 
-const ref::OptimKernels& optim_kernels() {
-    static const ref::OptimKernels k = ref::make_kernels<Simd>();
-    return k;
-}
+void OverrideOptim(ref::OptimKernels& t) { t = ref::make_kernels<Simd>(); }
 #endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -419,9 +416,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kbit::cpu {
 
-const ref::OptimKernels* optim_kernels_simd() {
-    const auto table = for_active_isa(N_AVX3::optim_kernels, N_AVX2::optim_kernels);
-    return table != nullptr ? &table() : nullptr;
+void override_optim8_simd(ref::OptimKernels& table) {
+    override_for_active_isa(table, &N_AVX3::OverrideOptim, &N_AVX2::OverrideOptim);
 }
 
 }  // namespace kbit::cpu

@@ -407,7 +407,9 @@ void override_quant_4bit_simd(Quant4bitKernels<T>& table) {
 
 // AVX-512 has its own dot kernels (kernels_4bit_dot_avx512.cpp: one vpermps per 16 weights); this file's
 // 256-bit ones serve AVX2.
-void override_dot_4bit_simd(Dot4bitKernels& table) { override_for_active_isa(table, nullptr, &N_AVX2::OverrideDot); }
+void override_dot_4bit_simd(Dot4bitKernels& table) {
+    override_for_active_isa(table, nullptr, &N_AVX2::OverrideDot);
+}
 
 template void override_quant_4bit_simd<float>(Quant4bitKernels<float>&);
 template void override_quant_4bit_simd<kbit_half>(Quant4bitKernels<kbit_half>&);
