@@ -280,17 +280,6 @@ const Fn kFns[] = {
 #undef KBIT_FN
 };
 
-Target* target;
-
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    init_environment();
-    target = new Target(kFns, resolve);
-    return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    target->run(data, size);
-    return 0;
-}
+KBIT_FUZZ_ENTRY_POINTS(kFns, resolve)
