@@ -173,12 +173,7 @@ Handler resolve(const Fn& fn) {
     return nullptr;
 }
 
-const Fn kFns[] = {
-#define KBIT_FN KBIT_FUZZ_FN_ENTRY
-#include "kbit_optim8.def"
-#undef KBIT_FN
-};
-
 }  // namespace
 
-KBIT_FUZZ_ENTRY_POINTS(kFns, resolve)
+#define KBIT_FUZZ_LIST "kbit_optim8.def"
+#include "fuzz_main.inc"

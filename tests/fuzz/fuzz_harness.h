@@ -575,22 +575,6 @@ inline void init_environment() {
 
 }  // namespace kfuzz
 
-// The two libFuzzer entry points of an interface's target, from its function list (an array of
-// kfuzz::Fn) and its resolver: written once here rather than in every fuzz_args_<iface>.cpp.
-#define KBIT_FUZZ_ENTRY_POINTS(fns, resolver)                                   \
-    namespace {                                                                 \
-    kfuzz::Target* g_target;                                                    \
-    }                                                                           \
-    extern "C" int LLVMFuzzerInitialize(int*, char***) {                        \
-        kfuzz::init_environment();                                              \
-        g_target = new kfuzz::Target(fns, resolver);                            \
-        return 0;                                                               \
-    }                                                                           \
-    extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {  \
-        g_target->run(data, size);                                              \
-        return 0;                                                               \
-    }
-
 // ASan: a huge malloc returns NULL (the library's OUT_OF_MEMORY path) instead of aborting. Defined here:
 // each fuzz target is one translation unit.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
