@@ -1,36 +1,32 @@
-"""The C ABI as data: the function lists abi/kbit_<iface>.def, parsed at import time by
-scripts/abi_gen.py's parse_def (both ship inside the installed package, under kbit/abi/), turned into
-ctypes signatures and cffi declarations. Nothing here restates a C signature by hand."""
+"""The C ABI as data: the function lists abi/kbit_<iface>.def and the interface registry
+abi/interfaces.def, read at import time by kbit._abidef, turned into ctypes signatures and cffi
+declarations. Nothing here restates a C signature by hand."""
 import ctypes
-import importlib.util
 import re
 from pathlib import Path
 
+from . import _abidef
+
 _HERE = Path(__file__).resolve().parent
-# Installed package: kbit/abi/ holds the lists and abi_gen.py, kbit/include/ the headers. Source
-# checkout: the repository's own.
-_CANDIDATES = ((_HERE / "abi", _HERE / "abi" / "abi_gen.py", _HERE / "include"),
-               (_HERE.parent.parent / "abi", _HERE.parent.parent / "scripts" / "abi_gen.py",
-                _HERE.parent.parent / "include"))
+# Installed package: kbit/abi/ holds the lists, kbit/include/ the headers. Source checkout: the
+# repository's own.
+_CANDIDATES = ((_HERE / "abi", _HERE / "include"), (_HERE.parent.parent / "abi", _HERE.parent.parent / "include"))
 
 LOADER = "loader"
 
 
 def _locate():
-    for abi_dir, gen, include in _CANDIDATES:
-        if (abi_dir / "interfaces.def").is_file() and gen.is_file() and (include / "kbit" / "kbit_core.h").is_file():
-            return abi_dir, gen, include
-    raise ImportError("kbit: cannot find the ABI lists (interfaces.def, abi_gen.py, kbit_core.h) beside the package "
+    for abi_dir, include in _CANDIDATES:
+        if (abi_dir / "interfaces.def").is_file() and (include / "kbit" / "kbit_core.h").is_file():
+            return abi_dir, include
+    raise ImportError("kbit: cannot find the ABI lists (interfaces.def, kbit_core.h) beside the package "
                       f"({_CANDIDATES[0][0]}) or in the source tree ({_CANDIDATES[1][0]})")
 
 
-ABI_DIR, _GEN_PATH, INCLUDE_DIR = _locate()
-_spec = importlib.util.spec_from_file_location("kbit._abi_gen", _GEN_PATH)
-_gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_gen)
-parse_def = _gen.parse_def
+ABI_DIR, INCLUDE_DIR = _locate()
+parse_def = _abidef.parse_def
 # The backend interfaces, in loader table order, from their one list abi/interfaces.def.
-INTERFACES = tuple(name for name, _, _ in _gen.parse_interfaces(ABI_DIR / "interfaces.def"))
+INTERFACES = tuple(name for name, _, _ in _abidef.parse_interfaces(ABI_DIR / "interfaces.def"))
 
 
 def functions(iface):

@@ -72,10 +72,10 @@ InfoView collect(const kbit_loader_report* r, int isolate) {
     InfoView v;
     v.loader_path = kbit_loader_library_path();
     v.loader_api = kbit_loader_interface_version();
-    v.loader_interfaces = {{"core", kbit_core_interface_version()},
-                           {"4bit", kbit_4bit_interface_version()},
-                           {"8bit", kbit_8bit_interface_version()},
-                           {"optim8", kbit_optim8_interface_version()}};
+    // The loader's version symbol of every interface (abi/interfaces.def), in loader order.
+#define KBIT_INTERFACE(name, NAME, ns) v.loader_interfaces.emplace_back(#name, kbit_##name##_interface_version());
+#include "interfaces.def"
+#undef KBIT_INTERFACE
     for (size_t i = 0; i < kbit_loader_report_search_count(r); ++i) {
         int32_t source = 0;
         const char* entry = kbit_loader_report_search_entry(r, i, &source);

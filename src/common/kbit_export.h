@@ -11,27 +11,10 @@
 
 #include "kbit/kbit_core.h"
 #include "kbit_error.h"
+#include "kbit_dtype.h"
 #include "kbit_formats.h"
-#include "kbit_half.h"
 
 namespace kbit {
-
-// The element type T as a value, for generic lambdas: [](auto tag) { using T = typename decltype(tag)::type; }.
-template <class T>
-struct ElemTag {
-    using type = T;
-};
-
-// Returns f(ElemTag<T>{}) for the element type of a validated dtype (KBIT_DTYPE_FP16, KBIT_DTYPE_BF16,
-// else fp32): the one dtype switch of the library.
-template <class F>
-decltype(auto) with_dtype(int32_t dtype, F&& f) {
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return f(ElemTag<kbit_half>{});
-        case KBIT_DTYPE_BF16: return f(ElemTag<kbit_bf16>{});
-        default: return f(ElemTag<float>{});
-    }
-}
 
 namespace exports {
 

@@ -1,71 +1,132 @@
-// kbit_export_optim8.h — the exported optimizer updates of a backend, defined once for all backends
-// from the function list abi/kbit_optim8.def, so no backend writes the 36 names again. Include it
-// once, at file scope, after defining the backend's two entry templates:
-//   template <class T> kbit_status optim32(const char* fn, kbit::optim::Kind kind, T* g, T* p, ...);
-//   template <class T> kbit_status optim8(const char* fn, kbit::optim::Kind kind, T* p, T* g, ...);
-// each taking the parameters of its update functions in the list's order. It also defines
-// kbit_optim8_interface_version(); the list's other functions (paged memory, fill) are each backend's
-// own.
+// kbit_export_optim8.h — the exported functions of the optimizer interface, defined once for every
+// backend from abi/generated/kbit_optim8_exports.def. A backend's api_optim8.cpp includes it once at
+// file scope and defines the operations declared below (namespace kbit::ops). An update receives
+// arguments that passed kbit_validate_optim8.h, a non-empty problem, the hyperparameters as one
+// Hyper, and NULL for the second state of a one-state optimizer (whatever the caller passed).
 #pragma once
 
 #include <cstddef>
 
 #include "kbit/kbit_optim8.h"
+#include "kbit_export.h"
 #include "kbit_optim_math.h"
+#include "kbit_validate_optim8.h"
 
-namespace kbit::optim {
+namespace kbit::exports {
+// Variant tokens of the generated export list (the opt= attribute of abi/kbit_optim8.def).
+constexpr optim::Kind variant_adam = optim::Kind::Adam;
+constexpr optim::Kind variant_ademamix = optim::Kind::AdEMAMix;
+constexpr optim::Kind variant_adagrad = optim::Kind::Adagrad;
+constexpr optim::Kind variant_lion = optim::Kind::Lion;
+constexpr optim::Kind variant_momentum = optim::Kind::Momentum;
+constexpr optim::Kind variant_rmsprop = optim::Kind::RMSprop;
+}  // namespace kbit::exports
 
-constexpr bool export_name_starts(const char* s, const char* prefix) {
-    for (; *prefix != '\0'; ++s, ++prefix)
-        if (*s != *prefix) return false;
-    return true;
+namespace kbit::ops {
+
+// One 32-bit-state step over n elements (g before p, as bitsandbytes' 32-bit kernels).
+template <class T>
+kbit_status optim32(const char* fn, optim::Kind kind, const optim::Hyper& h, T* g, T* p, float* state1,
+                    float* state2, float* unorm, float max_unorm, float param_norm, int64_t n);
+// One 8-bit blockwise step over n elements (p before g, as bitsandbytes' 8-bit kernels).
+template <class T>
+kbit_status optim8_blockwise(const char* fn, optim::Kind kind, const optim::Hyper& h, T* p, T* g,
+                             unsigned char* state1, unsigned char* state2, float* quantiles1, float* quantiles2,
+                             float* absmax1, float* absmax2, int64_t n);
+// Paged memory: NULL after set_error when `bytes` cannot be had; freeing a non-NULL pointer of
+// managed_alloc; prefetching bytes > 0 to `device` (a CPU backend has nothing to do).
+void* managed_alloc(const char* fn, size_t bytes);
+kbit_status managed_free(const char* fn, void* ptr);
+kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device);
+template <class T>
+kbit_status fill(const char* fn, T* A, T value, int64_t n);
+
+}  // namespace kbit::ops
+
+namespace kbit::exports {
+
+// ---- one wrapper per family of abi/kbit_optim8.def ----------------------------------------------
+
+template <class T>
+kbit_status optim32(const char* fn, optim::Kind kind, T* g, T* p, float* state1, float* state2, float* unorm,
+                    float max_unorm, float param_norm, float beta1, float beta2, float beta3, float alpha, float eps,
+                    float weight_decay, int step, float lr, float gnorm_scale, bool skip_zeros, int n) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_optim32(fn, kind, g, p, state1, state2, unorm, max_unorm, step, n, empty);
+        },
+        [&] {
+            const optim::Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
+            return ops::optim32<T>(fn, kind, h, g, p, state1, optim::two_state(kind) ? state2 : nullptr, unorm,
+                                   max_unorm, param_norm, n);
+        });
 }
 
-// The optimizer of an exported update, read from its name: c<optimizer>32bit_grad_<t>,
-// c<optimizer>_8bit_blockwise_grad_<t> or kbit_<optimizer>32bit_grad_<t>. Evaluated at compile time,
-// so a name that fits none stops the build (the throw is not a constant expression).
-constexpr Kind kind_of_export(const char* name) {
-    struct Word {
-        const char* text;
-        size_t length;
-        Kind kind;
-    };
-    constexpr Word kWords[] = {{"adam", 4, Kind::Adam},         {"ademamix", 8, Kind::AdEMAMix},
-                               {"adagrad", 7, Kind::Adagrad},   {"lion", 4, Kind::Lion},
-                               {"momentum", 8, Kind::Momentum}, {"rmsprop", 7, Kind::RMSprop}};
-    const char* s = export_name_starts(name, "kbit_") ? name + 5 : name + 1;
-    for (const Word& w : kWords)
-        if (export_name_starts(s, w.text) && (s[w.length] == '3' || s[w.length] == '_')) return w.kind;
-    throw "not an optimizer update name";
+template <class T>
+kbit_status optim8_blockwise(const char* fn, optim::Kind kind, T* p, T* g, unsigned char* state1,
+                             unsigned char* state2, float beta1, float beta2, float beta3, float alpha, float eps,
+                             int step, float lr, float* quantiles1, float* quantiles2, float* absmax1, float* absmax2,
+                             float weight_decay, float gnorm_scale, bool skip_zeros, int n) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_optim8_blockwise(fn, kind, p, g, state1, state2, quantiles1, quantiles2, absmax1,
+                                             absmax2, step, n, empty);
+        },
+        [&] {
+            const bool two = optim::two_state(kind);
+            const optim::Hyper h{beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale, step, skip_zeros};
+            return ops::optim8_blockwise<T>(fn, kind, h, p, g, state1, two ? state2 : nullptr, quantiles1,
+                                            two ? quantiles2 : nullptr, absmax1, two ? absmax2 : nullptr, n);
+        });
 }
 
-}  // namespace kbit::optim
+inline void* managed_ptr_alloc(const char* fn, size_t bytes) {
+    void* result = nullptr;
+    guarded(fn, [&] {
+        if (kbit_status s = validate_managed_alloc(fn, bytes); s != KBIT_STATUS_SUCCESS) return s;
+        result = ops::managed_alloc(fn, bytes);
+        return result != nullptr ? KBIT_STATUS_SUCCESS : KBIT_STATUS_OUT_OF_MEMORY;
+    });
+    return result;
+}
 
-// The list's entries are told apart by their parameter count: 18 is a 32-bit-state update, 19 an
-// 8-bit blockwise one, 1, 3 and 4 the backend's own functions. An entry of any other count has no
-// KBIT_OPTIM8_EXPORT_<count> and stops the build.
-#define KBIT_OPTIM8_ARGS(...) __VA_ARGS__
-#define KBIT_OPTIM8_COUNT(...) \
-    KBIT_OPTIM8_COUNT_(__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define KBIT_OPTIM8_COUNT_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, \
-                           a20, count, ...)                                                                      \
-    count
-#define KBIT_OPTIM8_CAT(a, b) KBIT_OPTIM8_CAT_(a, b)
-#define KBIT_OPTIM8_CAT_(a, b) a##b
+// NULL is a no-op, as free(NULL).
+inline kbit_status managed_ptr_free(const char* fn, void* ptr) {
+    if (ptr == nullptr) return KBIT_STATUS_SUCCESS;
+    return guarded(fn, [&] { return ops::managed_free(fn, ptr); });
+}
 
-#define KBIT_OPTIM8_EXPORT_18(ret, name, params, args)                           \
-    KBIT_API ret name params {                                                   \
-        constexpr kbit::optim::Kind kind = kbit::optim::kind_of_export(#name);   \
-        return optim32(#name, kind, KBIT_OPTIM8_ARGS args);                      \
-    }
-#define KBIT_OPTIM8_EXPORT_19(ret, name, params, args)                           \
-    KBIT_API ret name params {                                                   \
-        constexpr kbit::optim::Kind kind = kbit::optim::kind_of_export(#name);   \
-        return optim8(#name, kind, KBIT_OPTIM8_ARGS args);                       \
-    }
-#define KBIT_OPTIM8_EXPORT_1(ret, name, params, args)
-#define KBIT_OPTIM8_EXPORT_3(ret, name, params, args)
-#define KBIT_OPTIM8_EXPORT_4(ret, name, params, args)
+// bitsandbytes' prefetch has no stream: device backends use the legacy default stream.
+inline kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            *empty = bytes == 0;
+            return validate_prefetch(fn, ptr, bytes, device);
+        },
+        [&] { return ops::prefetch(fn, ptr, bytes, device); });
+}
+
+// B is bitsandbytes' and unused.
+template <class T>
+kbit_status fill(const char* fn, T* A, T* /*B*/, T value, int64_t n) {
+    return checked_call(
+        fn, [&](bool* empty) { return validate_fill(fn, A, n, empty); },
+        [&] { return ops::fill<T>(fn, A, value, n); });
+}
+
+}  // namespace kbit::exports
+
+// ---- the exported symbols -----------------------------------------------------------------------
+
+#define KBIT_EXPORT_optim32 KBIT_EXPORT_WITH_VARIANT
+#define KBIT_EXPORT_optim8_blockwise KBIT_EXPORT_WITH_VARIANT
+#define KBIT_EXPORT_managed_ptr_alloc KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_managed_ptr_free KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_prefetch KBIT_EXPORT_PLAIN
+#define KBIT_EXPORT_fill KBIT_EXPORT_PLAIN
 
 extern "C" {
 
@@ -73,20 +134,6 @@ KBIT_API uint32_t kbit_optim8_interface_version(void) {
     return KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR);
 }
 
-#define KBIT_FN(since_minor, ret, name, params, args) \
-    KBIT_OPTIM8_CAT(KBIT_OPTIM8_EXPORT_, KBIT_OPTIM8_COUNT args)(ret, name, params, args)
-#include "kbit_optim8.def"
-#undef KBIT_FN
+#include "kbit_optim8_exports.def"
 
 }  // extern "C"
-
-#undef KBIT_OPTIM8_EXPORT_4
-#undef KBIT_OPTIM8_EXPORT_3
-#undef KBIT_OPTIM8_EXPORT_1
-#undef KBIT_OPTIM8_EXPORT_19
-#undef KBIT_OPTIM8_EXPORT_18
-#undef KBIT_OPTIM8_CAT_
-#undef KBIT_OPTIM8_CAT
-#undef KBIT_OPTIM8_COUNT_
-#undef KBIT_OPTIM8_COUNT
-#undef KBIT_OPTIM8_ARGS

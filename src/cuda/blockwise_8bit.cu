@@ -104,13 +104,10 @@ kbit_status dequantize_t(const char* fn, const float* code, const uint8_t* A, co
 kbit_status quantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const void* A, float* absmax,
                                     uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16:
-            return quantize_t(fn, code, static_cast<const kbit_half*>(A), nullptr, absmax, out, blocksize, n, s);
-        case KBIT_DTYPE_BF16:
-            return quantize_t(fn, code, static_cast<const kbit_bf16*>(A), nullptr, absmax, out, blocksize, n, s);
-        default: return quantize_t(fn, code, static_cast<const float*>(A), nullptr, absmax, out, blocksize, n, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return quantize_t(fn, code, static_cast<const T*>(A), nullptr, absmax, out, blocksize, n, s);
+    });
 }
 
 kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, const float* A, const float* center,
@@ -121,11 +118,10 @@ kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, c
 kbit_status dequantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
                                       const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return dequantize_t(fn, code, A, absmax, static_cast<kbit_half*>(out), blocksize, n, s);
-        case KBIT_DTYPE_BF16: return dequantize_t(fn, code, A, absmax, static_cast<kbit_bf16*>(out), blocksize, n, s);
-        default: return dequantize_t(fn, code, A, absmax, static_cast<float*>(out), blocksize, n, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dequantize_t(fn, code, A, absmax, static_cast<T*>(out), blocksize, n, s);
+    });
 }
 
 }  // namespace kbit::cuda

@@ -10,6 +10,7 @@
 
 #include "kbit/kbit_4bit.h"
 #include "kbit/kbit_8bit.h"
+#include "kbit_dtype.h"
 #include "kbit_formats.h"
 #include "kbit_optim_math.h"
 

@@ -7,15 +7,12 @@
 #include <type_traits>
 
 #include "kbit/kbit_core.h"
+#include "kbit_dtype.h"
 #include "kbit_half.h"
 #include "kbit_optim_math.h"
 
 namespace kbit::cuda {
 
-template <class T>
-struct ElemTag {
-    using type = T;
-};
 template <optim::Kind K>
 using KindTag = std::integral_constant<optim::Kind, K>;
 
@@ -36,11 +33,7 @@ kbit_status launch_for_kind(optim::Kind kind, Launch&& launch) {
 // else fp32) and K = kind.
 template <class Launch>
 kbit_status launch_for(int32_t dtype, optim::Kind kind, Launch&& launch) {
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return launch_for_kind<kbit_half>(kind, launch);
-        case KBIT_DTYPE_BF16: return launch_for_kind<kbit_bf16>(kind, launch);
-        default: return launch_for_kind<float>(kind, launch);
-    }
+    return with_dtype(dtype, [&](auto tag) { return launch_for_kind<typename decltype(tag)::type>(kind, launch); });
 }
 
 }  // namespace kbit::cuda

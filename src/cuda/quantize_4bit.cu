@@ -110,21 +110,19 @@ kbit_status dequantize_t(const char* fn, QuantType type, const uint8_t* A, const
 kbit_status quantize_4bit(const char* fn, QuantType type, int32_t dtype, const void* A, float* absmax, uint8_t* out,
                           int64_t blocksize, int64_t n, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return quantize_t(fn, type, static_cast<const kbit_half*>(A), absmax, out, blocksize, n, s);
-        case KBIT_DTYPE_BF16: return quantize_t(fn, type, static_cast<const kbit_bf16*>(A), absmax, out, blocksize, n, s);
-        default: return quantize_t(fn, type, static_cast<const float*>(A), absmax, out, blocksize, n, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return quantize_t(fn, type, static_cast<const T*>(A), absmax, out, blocksize, n, s);
+    });
 }
 
 kbit_status dequantize_4bit(const char* fn, QuantType type, int32_t dtype, const uint8_t* A, const float* absmax,
                             void* out, int64_t blocksize, int64_t n, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16: return dequantize_t(fn, type, A, absmax, static_cast<kbit_half*>(out), blocksize, n, s);
-        case KBIT_DTYPE_BF16: return dequantize_t(fn, type, A, absmax, static_cast<kbit_bf16*>(out), blocksize, n, s);
-        default: return dequantize_t(fn, type, A, absmax, static_cast<float*>(out), blocksize, n, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dequantize_t(fn, type, A, absmax, static_cast<T*>(out), blocksize, n, s);
+    });
 }
 
 }  // namespace kbit::cuda

@@ -131,20 +131,12 @@ kbit_status torchao_quantize(const char* fn, int32_t dtype, const void* w, uint8
                              int8_t* quantized_scalers, void* quantization_factor, void* scaler_mean, int64_t n,
                              int64_t block_size, int64_t scaler_block_size, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16:
-            return quantize_t(fn, static_cast<const kbit_half*>(w), quantized_data, quantized_scalers,
-                              static_cast<kbit_half*>(quantization_factor), static_cast<kbit_half*>(scaler_mean), n,
-                              block_size, scaler_block_size, s);
-        case KBIT_DTYPE_BF16:
-            return quantize_t(fn, static_cast<const kbit_bf16*>(w), quantized_data, quantized_scalers,
-                              static_cast<kbit_bf16*>(quantization_factor), static_cast<kbit_bf16*>(scaler_mean), n,
-                              block_size, scaler_block_size, s);
-        default:
-            return quantize_t(fn, static_cast<const float*>(w), quantized_data, quantized_scalers,
-                              static_cast<float*>(quantization_factor), static_cast<float*>(scaler_mean), n,
-                              block_size, scaler_block_size, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return quantize_t(fn, static_cast<const T*>(w), quantized_data, quantized_scalers,
+                          static_cast<T*>(quantization_factor), static_cast<T*>(scaler_mean), n, block_size,
+                          scaler_block_size, s);
+    });
 }
 
 kbit_status torchao_dequantize(const char* fn, int32_t dtype, const uint8_t* quantized_data,
@@ -152,20 +144,12 @@ kbit_status torchao_dequantize(const char* fn, int32_t dtype, const uint8_t* qua
                                const void* scaler_mean, void* out, int64_t n, int64_t block_size,
                                int64_t scaler_block_size, void* stream) {
     const cudaStream_t s = to_stream(stream);
-    switch (dtype) {
-        case KBIT_DTYPE_FP16:
-            return dequantize_t(fn, quantized_data, quantized_scalers, static_cast<const kbit_half*>(quantization_factor),
-                                static_cast<const kbit_half*>(scaler_mean), static_cast<kbit_half*>(out), n, block_size,
-                                scaler_block_size, s);
-        case KBIT_DTYPE_BF16:
-            return dequantize_t(fn, quantized_data, quantized_scalers, static_cast<const kbit_bf16*>(quantization_factor),
-                                static_cast<const kbit_bf16*>(scaler_mean), static_cast<kbit_bf16*>(out), n, block_size,
-                                scaler_block_size, s);
-        default:
-            return dequantize_t(fn, quantized_data, quantized_scalers, static_cast<const float*>(quantization_factor),
-                                static_cast<const float*>(scaler_mean), static_cast<float*>(out), n, block_size,
-                                scaler_block_size, s);
-    }
+    return with_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dequantize_t(fn, quantized_data, quantized_scalers, static_cast<const T*>(quantization_factor),
+                            static_cast<const T*>(scaler_mean), static_cast<T*>(out), n, block_size,
+                            scaler_block_size, s);
+    });
 }
 
 }  // namespace kbit::cuda

@@ -173,23 +173,7 @@ Handler resolve(const Fn& fn) {
     return nullptr;
 }
 
-const Fn kFns[] = {
-#define KBIT_FN KBIT_FUZZ_FN_ENTRY
-#include "kbit_optim8.def"
-#undef KBIT_FN
-};
-
-Target* target;
-
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    init_environment();
-    target = new Target(kFns, resolve);
-    return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    target->run(data, size);
-    return 0;
-}
+#define KBIT_FUZZ_LIST "kbit_optim8.def"
+#include "fuzz_main.inc"

@@ -417,8 +417,10 @@ TEST_CASE("discovery: report accessors and constant names", "[discovery]") {
     CHECK(l.api.kbit_loader_report_free(nullptr) == KBIT_STATUS_SUCCESS);
     CHECK(l.api.kbit_loader_interface_version() == KBIT_MAKE_VERSION(KBIT_LOADER_VERSION_MAJOR, KBIT_LOADER_VERSION_MINOR));
 
-    const char* ifaces[] = {"core", "4bit", "8bit", "optim8"};
-    for (int32_t i = 0; i < KBIT_INTERFACE_COUNT; ++i) CHECK(std::string(l.api.kbit_loader_interface_name(i)) == ifaces[i]);
+    // Every interface of the registry, by its public id.
+#define KBIT_INTERFACE(name, NAME, ns) CHECK(std::string(l.api.kbit_loader_interface_name(KBIT_INTERFACE_##NAME)) == #name);
+#include "interfaces.def"
+#undef KBIT_INTERFACE
     CHECK(std::string(l.api.kbit_loader_interface_name(KBIT_INTERFACE_COUNT)) == "unknown");
     CHECK(std::string(l.api.kbit_loader_interface_state_name(KBIT_INTERFACE_ABSENT)) == "absent");
     CHECK(std::string(l.api.kbit_loader_interface_state_name(KBIT_INTERFACE_ACCEPTED)) == "accepted");

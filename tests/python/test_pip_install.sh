@@ -30,7 +30,7 @@ import kbit
 pkg = os.path.dirname(kbit.__file__)
 assert pkg.startswith(sys.prefix), f"kbit imported from {pkg}, not the virtual environment {sys.prefix}"
 assert str(kbit.library_dir()) == os.path.join(pkg, "_lib"), kbit.library_dir()
-for f in ("_lib/libkbit.so", "_lib/libkbit_cpu.so", "abi/kbit_4bit.def", "abi/abi_gen.py", "include/kbit/kbit_core.h"):
+for f in ("_lib/libkbit.so", "_lib/libkbit_cpu.so", "abi/kbit_4bit.def", "abi/interfaces.def", "_abidef.py", "include/kbit/kbit_core.h"):
     assert os.path.isfile(os.path.join(pkg, f)), f
 lib = kbit.load()
 assert lib.path == os.path.join(pkg, "_lib", "libkbit.so") and lib.backend_name() == "cpu"

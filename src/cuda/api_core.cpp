@@ -1,4 +1,5 @@
-// The core interface of libkbit_cuda.so: identity, probe, errors and device memory.
+// The core interface of libkbit_cuda.so: the operations behind the exported functions of
+// kbit_export_core.h: identity, probe and device memory.
 //
 // The CUDA runtime is linked statically and loads the driver (libcuda.so.1) itself, so this library
 // loads on any Linux machine; without a driver or a device kbit_backend_probe() returns 0 and
@@ -12,9 +13,7 @@
 #include <string>
 
 #include "cuda_check.h"
-#include "kbit/kbit_core.h"
-#include "kbit_error.h"
-#include "kbit_validate_core.h"
+#include "kbit_export_core.h"
 
 namespace {
 
@@ -93,71 +92,39 @@ Probe probe_device() {
 
 }  // namespace
 
-extern "C" {
+namespace kbit::ops {
 
-KBIT_API uint32_t kbit_core_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR);
+int32_t backend_probe() { return probe_device().score; }
+
+const char* backend_name() { return "cuda"; }
+
+std::string backend_info() { return probe_device().info; }  // the device current at the first call
+
+kbit_status device_malloc(const char* fn, void** ptr, size_t bytes) {
+    void* p = nullptr;
+    char what[64];
+    std::snprintf(what, sizeof what, "cudaMalloc of %zu bytes", bytes);
+    KBIT_CUDA_TRY(fn, what, cudaMalloc(&p, bytes));
+    *ptr = p;
+    return KBIT_STATUS_SUCCESS;
 }
 
-KBIT_API int32_t kbit_backend_probe(void) { return probe_device().score; }
-
-KBIT_API const char* kbit_backend_name(void) { return "cuda"; }
-
-KBIT_API const char* kbit_backend_info(void) {
-    static const std::string info = probe_device().info;  // the device current at the first call
-    return info.c_str();
+kbit_status device_free(const char* fn, void* ptr) {
+    KBIT_CUDA_TRY(fn, "cudaFree", cudaFree(ptr));
+    return KBIT_STATUS_SUCCESS;
 }
 
-KBIT_API const char* kbit_status_string(kbit_status status) { return kbit::status_name(status); }
-
-KBIT_API const char* kbit_last_error_message(void) { return kbit::last_error_message(); }
-
-KBIT_API kbit_status kbit_device_malloc(void** ptr, size_t bytes) {
-    static const char* fn = "kbit_device_malloc";
-    return kbit::guarded(fn, [&] {
-        if (ptr == nullptr) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ptr is NULL");
-        if (bytes == 0) {
-            *ptr = nullptr;
-            return KBIT_STATUS_SUCCESS;
-        }
-        void* p = nullptr;
-        char what[64];
-        std::snprintf(what, sizeof what, "cudaMalloc of %zu bytes", bytes);
-        KBIT_CUDA_TRY(fn, what, cudaMalloc(&p, bytes));
-        *ptr = p;
-        return KBIT_STATUS_SUCCESS;
-    });
+kbit_status memcpy(const char* fn, void* dst, const void* src, size_t bytes, int32_t kind) {
+    // cudaMemcpyDefault lets unified addressing tell host, device and managed memory apart.
+    KBIT_CUDA_TRY(fn, "cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    // A device-to-device cudaMemcpy does not wait for the copy; the contract is synchronous.
+    if (kind == KBIT_MEMCPY_DEVICE_TO_DEVICE) KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(0));
+    return KBIT_STATUS_SUCCESS;
 }
 
-KBIT_API kbit_status kbit_device_free(void* ptr) {
-    static const char* fn = "kbit_device_free";
-    return kbit::guarded(fn, [&] {
-        if (ptr == nullptr) return KBIT_STATUS_SUCCESS;
-        KBIT_CUDA_TRY(fn, "cudaFree", cudaFree(ptr));
-        return KBIT_STATUS_SUCCESS;
-    });
+kbit_status stream_synchronize(const char* fn, void* stream) {
+    KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(cuda::to_stream(stream)));
+    return KBIT_STATUS_SUCCESS;
 }
 
-KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32_t kind) {
-    static const char* fn = "kbit_memcpy";
-    return kbit::guarded(fn, [&] {
-        bool empty = false;
-        const kbit_status s = kbit::validate_memcpy(fn, dst, src, bytes, kind, &empty);
-        if (s != KBIT_STATUS_SUCCESS || empty) return s;
-        // cudaMemcpyDefault lets unified addressing tell host, device and managed memory apart.
-        KBIT_CUDA_TRY(fn, "cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-        // A device-to-device cudaMemcpy does not wait for the copy; the contract is synchronous.
-        if (kind == KBIT_MEMCPY_DEVICE_TO_DEVICE) KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(0));
-        return KBIT_STATUS_SUCCESS;
-    });
-}
-
-KBIT_API kbit_status kbit_stream_synchronize(void* stream) {
-    static const char* fn = "kbit_stream_synchronize";
-    return kbit::guarded(fn, [&] {
-        KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(kbit::cuda::to_stream(stream)));
-        return KBIT_STATUS_SUCCESS;
-    });
-}
-
-}  // extern "C"
+}  // namespace kbit::ops
