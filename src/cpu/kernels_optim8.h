@@ -1,7 +1,7 @@
 // kernels_optim8.h — the optimizer kernel table of the CPU backend (the idiom of every family:
 // cpu_isa.h). ref::OptimKernels (ref_optim8.h, indexed [dtype][Kind], shared with the reference's
 // run32 / run8, which fix the order of a call) is filled from the scalar reference, then overridden
-// for the active ISA by the Highway kernels of cpu_optim8_simd.cpp. The drivers are in cpu_optim8.cpp.
+// for the active ISA by the Highway kernels of kernels_optim8_simd.cpp. The drivers are in cpu_optim8.cpp.
 #pragma once
 
 #include "ref_optim8.h"
@@ -12,6 +12,6 @@ namespace kbit::cpu {
 const ref::OptimKernels& optim_kernels();
 
 // Override hook of the SIMD source (see cpu_isa.h).
-void override_optim8_simd(ref::OptimKernels& table);  // cpu_optim8_simd.cpp
+void override_optim8_simd(ref::OptimKernels& table);  // kernels_optim8_simd.cpp
 
 }  // namespace kbit::cpu

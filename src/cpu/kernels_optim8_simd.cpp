@@ -2,7 +2,7 @@
 // of kbit_optim_math.h on vectors, with per-lane selects where the scalar code branches. They must
 // equal the scalar reference (ref_optim8.cpp) bit for bit; the conformance suite checks that.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu_optim8_simd.cpp"
+#define HWY_TARGET_INCLUDE "kernels_optim8_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
