@@ -286,7 +286,8 @@ KBIT_API kbit_status kbit_io_tensor_find(const kbit_io_checkpoint* checkpoint, c
  * kbit.checkpoint.quantized_prefixes(). kbit_io_quant_describe() gives layer `index` as a
  * kbit_io_quant, checked by the rules of kbit.checkpoint.load_4bit() / load_int8() (the JSON fields,
  * the companion tensors' dtypes and element counts, the scales against shape and blocksize);
- * kbit_io_quant_find() looks a prefix up. Each layer is checked when the checkpoint is opened, so
+ * kbit_io_quant_find() looks a prefix up; kbit_io_quant_prefix() names layer `index` also when it
+ * failed its checks (NULL for a bad argument). Each layer is checked when the checkpoint is opened, so
  * these calls only report the stored result; a layer that failed its checks returns
  * KBIT_STATUS_INVALID_ARGUMENT with the message of the check (naming file, tensor and field) and
  * leaves `out` untouched.
@@ -298,6 +299,7 @@ KBIT_API kbit_status kbit_io_tensor_find(const kbit_io_checkpoint* checkpoint, c
  * | kbit_io_quant_count()    |
  * | kbit_io_quant_describe() |
  * | kbit_io_quant_find()     |
+ * | kbit_io_quant_prefix()   |
  *
  * @param checkpoint  an open handle.
  * @param index       0 <= index < kbit_io_quant_count().
@@ -315,6 +317,8 @@ KBIT_API kbit_status kbit_io_quant_describe(const kbit_io_checkpoint* checkpoint
 /** io_quant. */
 KBIT_API kbit_status kbit_io_quant_find(const kbit_io_checkpoint* checkpoint, const char* prefix,
     const kbit_io_quant** out);
+/** io_quant. */
+KBIT_API const char* kbit_io_quant_prefix(const kbit_io_checkpoint* checkpoint, size_t index);
 
 /* ---- Names [io_names] ------------------------------------------------------------------------ */
 

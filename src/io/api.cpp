@@ -306,6 +306,11 @@ KBIT_API kbit_status kbit_io_quant_find(const kbit_io_checkpoint* checkpoint, co
     });
 }
 
+KBIT_API const char* kbit_io_quant_prefix(const kbit_io_checkpoint* checkpoint, size_t index) {
+    if (!checkpoint || index >= checkpoint->layers.size()) return nullptr;
+    return checkpoint->layers[index].prefix.c_str();
+}
+
 KBIT_API const char* kbit_io_dtype_name(int32_t dtype) {
     const kbit::io::DtypeInfo* d = kbit::io::dtype_by_id(dtype);
     return d ? d->name : "unknown";

@@ -131,7 +131,7 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
     const char* src = qst->name.c_str();
     const char* qf = file(qst);
     d.erase(last_component(qst->name));
-    check_saved((std::string(fn) + ": " + qst->name).c_str(), qst, U8());
+    check_saved(fn, qst, U8());
     const char* text = reinterpret_cast<const char*>(qst->data);
     if (qst->nbytes >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)  // Python's json.loads refuses a BOM
         throw Invalid(format("%s: %s: %s is not a JSON object (Unexpected UTF-8 BOM)", qf, fn, src));
@@ -305,12 +305,12 @@ void Checker::layer_int8(const std::string& prefix, Layer& L) const {
     }
     const Tensor* w = find(wname);
     if (!w) throw Invalid(format("%s: load_int8: %s not in the checkpoint", file(scb), wname.c_str()));
-    check_saved(("load_int8: " + wname).c_str(), w, dtype_by_id(KBIT_IO_DTYPE_I8));
+    check_saved("load_int8", w, dtype_by_id(KBIT_IO_DTYPE_I8));
     if (w->shape.size() != 2)
         throw Invalid(format("%s: load_int8: %s must be 2-D [out, in], not %s", file(w), wname.c_str(),
                              shape_text(w->shape).c_str()));
     const uint64_t rows = static_cast<uint64_t>(w->shape[0]);
-    check_saved(("load_int8: " + sname).c_str(), scb, F32(), rows, "the weight's " + std::to_string(rows) + " rows need");
+    check_saved("load_int8", scb, F32(), rows, "the weight's " + std::to_string(rows) + " rows need");
     if (scb->shape.size() != 1)
         throw Invalid(format("%s: load_int8: %s must be 1-D [%" PRIu64 "], not %s", file(scb), sname.c_str(), rows,
                              shape_text(scb->shape).c_str()));

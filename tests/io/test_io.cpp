@@ -97,6 +97,7 @@ void check_against_python(const kbit_io_checkpoint* ck, const json& exp) {
         INFO(prefix);
         CHECK(q->size == sizeof(kbit_io_quant));
         CHECK(q->prefix == prefix);
+        CHECK(kbit_io_quant_prefix(ck, i) == std::string(q->prefix));
         CHECK(q->weight_name == prefix + ".weight");
         const kbit_io_quant* same = nullptr;
         REQUIRE(kbit_io_quant_find(ck, prefix.c_str(), &same) == KBIT_STATUS_SUCCESS);
@@ -233,6 +234,8 @@ TEST_CASE("bad files are rejected with a message naming file, tensor and field")
         CHECK(got.find(file) != std::string::npos);
         // The same result by index.
         REQUIRE(kbit_io_quant_count(ck) == 1);
+        CHECK(kbit_io_quant_prefix(ck, 0) == where);
+        CHECK(kbit_io_quant_prefix(ck, 1) == nullptr);
         CHECK(kbit_io_quant_describe(ck, 0, &q) == status);
         CHECK(std::string(kbit_io_last_error_message()).find(message) != std::string::npos);
         // The tensors are still listed.
