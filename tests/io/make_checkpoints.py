@@ -7,7 +7,8 @@ package (kbit.functional.quantize_4bit, kbit.checkpoint.tensors_4bit / tensors_i
                            and plain tensors (a bias, an fp16 embedding, a scalar)
   good/sharded/            the same layers split over two shards with model.safetensors.index.json
   good/expected.json       every tensor (name, dtype, shape, hex of its bytes) and every layer (each
-                           field kbit_io_quant describes, hex of each companion tensor) as Python sees them
+                           field kbit_io_quant describes, hex of each companion tensor, and of the 4-bit
+                           weight dequantized by kbit.functional.dequantize_4bit) as Python sees them
   bad/*.safetensors, bad/<dir>/   one broken file per case; bad/cases.json lists, per case, where it
                            fails ("open" or the layer prefix), the status and a substring of the message.
 
@@ -24,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 import kbit.checkpoint as ckpt
-from kbit.functional import quantize_4bit
+from kbit.functional import dequantize_4bit, quantize_4bit
 
 OUT = Path(sys.argv[1])
 rng = np.random.default_rng(7)
@@ -74,7 +75,8 @@ def expected(groups):
         packed, state = ckpt.load_4bit(tensors, p)
         e = {"format": state.quant_type, "blocksize": state.blocksize, "shape": list(state.shape),
              "dtype": state.dtype.name, "nested": state.nested, "storage": str(packed.dtype),
-             "weight": hexof(packed), "absmax": hexof(state.absmax), "quant_map": hexof(state.code)}
+             "weight": hexof(packed), "absmax": hexof(state.absmax), "quant_map": hexof(state.code),
+             "dequantized": hexof(dequantize_4bit(packed.view(np.uint8).reshape(-1, 1), state))}
         if state.nested:
             e.update({"nested_absmax": hexof(state.state2.absmax), "nested_quant_map": hexof(state.state2.code),
                       "nested_blocksize": state.state2.blocksize,

@@ -1,7 +1,8 @@
 // test_io.cpp — libkbit_io.so against the checkpoints the Python package wrote
 // (tests/io/make_checkpoints.py, run by the ctest fixture io.make_checkpoints into KBIT_IO_TEST_DATA):
-// every tensor and every described layer field, every pointed-to byte, the sharded directory, and
-// each bad-file case with its status and message.
+// every tensor and every described layer field, every pointed-to byte, the pointers passed straight
+// to the kernels (libkbit.so's default backend: the CPU one here) giving Python's dequantized weights,
+// the sharded directory, and each bad-file case with its status and message.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kbit/kbit.h"
 #include "kbit/kbit_io.h"
 
 namespace {
@@ -152,6 +154,27 @@ void check_against_python(const kbit_io_checkpoint* ck, const json& exp) {
             CHECK(q->nested_blocksize == 0);
             CHECK(q->nested_offset == 0.0f);
         }
+        // The pointers go to the kernels as they are (host memory: the CPU backend).
+        std::vector<float> absmax(blocks);
+        if (q->nested) {
+            REQUIRE(kbit_nested_absmax_dequantize(static_cast<const uint8_t*>(q->absmax), q->nested_quant_map,
+                                                  q->nested_absmax, q->nested_offset, absmax.data(),
+                                                  static_cast<int64_t>(blocks), q->nested_blocksize,
+                                                  nullptr) == KBIT_STATUS_SUCCESS);
+        } else {
+            std::memcpy(absmax.data(), q->absmax, q->absmax_bytes);
+        }
+        const size_t item = q->dtype == KBIT_DTYPE_FP32 ? 4 : 2;
+        std::vector<uint8_t> out(numel * item);
+        const int32_t qt = q->format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4;
+        {
+            const kbit_status s = kbit_dequantize_4bit(qt, q->dtype, static_cast<const uint8_t*>(q->weight),
+                                                       absmax.data(), out.data(), q->blocksize,
+                                                       static_cast<int64_t>(numel), nullptr);
+            INFO(kbit_last_error_message());
+            REQUIRE(s == KBIT_STATUS_SUCCESS);
+        }
+        CHECK(hex(out.data(), out.size()) == e["dequantized"].get<std::string>());
     }
 }
 
