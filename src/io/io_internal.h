@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "kbit/kbit_io.h"
 
 namespace kbit::io {
@@ -24,6 +26,9 @@ struct Invalid : std::runtime_error {
 
 // printf-style std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A JSON integer >= 0 of a quant_state field into `out` ("-0" included: Python's json reads it as 0).
+bool json_size(const nlohmann::json& v, uint64_t& out);
 
 struct DtypeInfo {
     const char* name;  // safetensors spelling

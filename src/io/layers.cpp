@@ -173,12 +173,9 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
     };
     auto blocksize_of = [&](const char* k) {
         const json& v = scalar(k);
-        if (v.is_number_integer()) {
-            const bool neg = v.is_number_integer() && !v.is_number_unsigned();
-            const uint64_t b = neg ? 0 : v.get<uint64_t>();
-            if (!neg && b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0)
-                return static_cast<int32_t>(b);
-        }
+        uint64_t b = 0;
+        if (json_size(v, b) && b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0)
+            return static_cast<int32_t>(b);
         throw Invalid(format("%s: %s: %s: %s %s is not one of %s", qf, fn, src, k, shown(v).c_str(),
                              blocksizes_text().c_str()));
     };
@@ -197,7 +194,10 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
     const json& shape = scalar("shape");
     bool shape_ok = shape.is_array();
     if (shape_ok)
-        for (const json& s : shape) shape_ok = shape_ok && s.is_number_unsigned();
+        for (const json& s : shape) {
+            uint64_t x = 0;
+            shape_ok = shape_ok && json_size(s, x);
+        }
     if (!shape_ok)
         throw Invalid(format("%s: %s: %s: shape %s is not a list of non-negative integers", qf, fn, src,
                              shown(shape).c_str()));
@@ -207,7 +207,8 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
     uint64_t numel = 1, bytes = item;
     bool fits = shape.size() <= kMaxDims;
     for (const json& s : shape) {
-        const uint64_t x = s.get<uint64_t>();
+        uint64_t x = 0;
+        json_size(s, x);
         if (x > static_cast<uint64_t>(INT64_MAX)) fits = false;
         const uint64_t m = std::max<uint64_t>(x, 1);
         if (!fits || bytes > static_cast<uint64_t>(INT64_MAX) / m) {

@@ -61,6 +61,29 @@ std::string format(const char* fmt, ...) {
     return out;
 }
 
+bool json_size(const nlohmann::json& v, uint64_t& out) {
+    if (v.is_number_unsigned()) {
+        out = v.get<uint64_t>();
+        return true;
+    }
+    if (v.is_number_integer() && v.get<int64_t>() == 0) {  // "-0"
+        out = 0;
+        return true;
+    }
+    return false;
+}
+
+namespace {
+
+// serde_json's usize: a JSON integer without a sign ("-0" is the float -0.0 there, refused).
+bool header_size(const nlohmann::json& v, uint64_t& out) {
+    if (!v.is_number_unsigned()) return false;
+    out = v.get<uint64_t>();
+    return true;
+}
+
+}  // namespace
+
 const DtypeInfo* dtype_by_name(const std::string& name) {
     for (const DtypeInfo& d : kDtypes)
         if (name == d.name) return &d;
@@ -127,10 +150,10 @@ void parse_safetensors(const uint8_t* bytes, size_t size, const std::string& lab
         if (sh->size() > kMaxDims)
             throw Invalid(format("%s: tensor '%s': shape has %zu dimensions, more than %zu", f, t, sh->size(), kMaxDims));
         for (const nlohmann::json& d : *sh) {
-            if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+            uint64_t x = 0;
+            if (!header_size(d, x) || x > static_cast<uint64_t>(INT64_MAX))
                 throw Invalid(format("%s: tensor '%s': shape %s is not a list of non-negative integers", f, t,
                                      shown(*sh).c_str()));
-            const uint64_t x = d.get<uint64_t>();
             if (x != 0 && tensor.numel > UINT64_MAX / x)
                 throw Invalid(format("%s: tensor '%s': shape %s overflows", f, t, shown(*sh).c_str()));
             tensor.numel *= x;
@@ -138,11 +161,11 @@ void parse_safetensors(const uint8_t* bytes, size_t size, const std::string& lab
         }
         const auto off = v.find("data_offsets");
         if (off == v.end()) throw Invalid(format("%s: tensor '%s': missing data_offsets", f, t));
-        if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
-            !(*off)[1].is_number_unsigned())
+        uint64_t begin = 0, end = 0;
+        if (!off->is_array() || off->size() != 2 || !header_size((*off)[0], begin) ||
+            !header_size((*off)[1], end))
             throw Invalid(format("%s: tensor '%s': data_offsets %s is not two non-negative integers", f, t,
                                  shown(*off).c_str()));
-        const uint64_t begin = (*off)[0].get<uint64_t>(), end = (*off)[1].get<uint64_t>();
         if (end < begin)
             throw Invalid(format("%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin", f,
                                  t, begin, end));

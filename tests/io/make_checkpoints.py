@@ -218,6 +218,9 @@ def bad_cases():
          writer=lambda p: raw_file(p, {"a": {"dtype": "F128", "shape": [1], "data_offsets": [0, 16]}}, f32))
     case("negative_shape.safetensors", "open", "is not a list of non-negative integers",
          writer=lambda p: raw_file(p, {"a": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}}, f32))
+    case("minus_zero_shape.safetensors", "open", "is not a list of non-negative integers",  # serde: -0.0
+         writer=lambda p: p.write_bytes(struct.pack("<Q", 55) +
+                                        b'{"a":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}}'))
     case("trailing_data.safetensors", "open", "the file has 20 after the header",
          writer=lambda p: raw_file(p, {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32 + b"xxxx"))
     case("metadata_value.safetensors", "open", "__metadata__ 'format' is",
