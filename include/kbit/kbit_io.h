@@ -124,8 +124,8 @@ typedef struct kbit_io_tensor {
  *     KBIT_IO_DTYPE_U8); kbit_nested_absmax_dequantize(absmax, nested_quant_map, nested_absmax,
  *     nested_offset, out, blocks, nested_blocksize, stream) gives the float32 scales first.
  * LLM.int8 (format INT8): `weight` is int8 [shape[0] = out, shape[1] = in] row-major and `scb` the
- * `shape[0]` float32 row scales (absmax / 127 per row is scb / 127), for cigemmlt_* and
- * cdequant_mm_int32_fp16().
+ * `shape[0]` float32 row absmax values (row i is weight[i, :] * scb[i] / 127), the B operand and its
+ * row statistics for cigemmlt_* and cdequant_mm_int32_fp16() (kbit_8bit.h).
  */
 typedef struct kbit_io_quant {
     size_t size;                 /**< sizeof(kbit_io_quant) in the library that filled it */
@@ -154,7 +154,7 @@ typedef struct kbit_io_quant {
     const float* nested_quant_map; /**< nested: the 256-entry dynamic map; else NULL */
     float nested_offset;         /**< nested: the JSON field nested_offset as float32; else 0 */
     int32_t nested_blocksize;    /**< nested: the JSON field nested_blocksize (256); else 0 */
-    const float* scb;            /**< INT8: `shape[0]` float32 row scales; else NULL */
+    const float* scb;            /**< INT8: `shape[0]` float32 row absmax values (SCB); else NULL */
     const char* weight_name;     /**< the weight tensor's key, `prefix`.weight */
 } kbit_io_quant;
 
