@@ -99,10 +99,11 @@ def raw_file(path, header, data, header_len=None, pad=True):
     Path(path).write_bytes(struct.pack("<Q", n) + h + data)
 
 
-def tensors_file(path, tensors, metadata=None):
-    """A safetensors file of numpy arrays written by hand (so that tests can break any part)."""
+def tensors_file(path, tensors, metadata=None, order=None):
+    """A safetensors file of numpy arrays written by hand (so that tests can break any part); `order`:
+    the names in data order (default: by descending element size, as safetensors writes them)."""
     header, data = {}, b""
-    for name in sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k)):
+    for name in order or sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k)):
         b = tensors[name].tobytes()
         header[name] = {"dtype": SAFE_DTYPE[tensors[name].dtype.str[1:]], "shape": list(tensors[name].shape),
                         "data_offsets": [len(data), len(data) + len(b)]}
@@ -146,6 +147,11 @@ def main():
         json.dumps({"metadata": {"total_size": sum(a.nbytes for a in tensors.values())}, "weight_map": weight_map}))
     exp["shards"] = sorted(names)
     (OUT / "good" / "expected.json").write_text(json.dumps(exp, indent=1))
+    # A valid file whose float tensors are not 4-byte aligned (a 3-byte tensor first): the Python
+    # package reads it (it copies), the C reader describes it with aligned = false.
+    odd = {**groups["model.layers.0.q_proj"], "note": np.zeros(3, np.uint8)}
+    tensors_file(OUT / "good" / "misaligned.safetensors", odd, order=["note"] + sorted(k for k in odd if k != "note"))
+    ckpt.load_4bit(ckpt.load(OUT / "good" / "misaligned.safetensors"), "model.layers.0.q_proj")
     bad_cases()
 
 

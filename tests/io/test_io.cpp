@@ -223,6 +223,18 @@ TEST_CASE("a sharded directory matches what Python wrote") {
     }
 }
 
+TEST_CASE("a valid file with misaligned float tensors is described with aligned = false") {
+    const json exp = read_json(kData + "/good/expected.json");
+    Checkpoint c(kData + "/good/misaligned.safetensors");
+    const kbit_io_quant* q = nullptr;
+    REQUIRE(kbit_io_quant_find(c.ck, "model.layers.0.q_proj", &q) == KBIT_STATUS_SUCCESS);
+    CHECK(!q->aligned);
+    const json& e = exp["layers"]["model.layers.0.q_proj"];
+    CHECK(hex(q->absmax, q->absmax_bytes) == e["absmax"].get<std::string>());
+    CHECK(hex(q->quant_map, 64) == e["quant_map"].get<std::string>());
+    CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
+}
+
 TEST_CASE("bad files are rejected with a message naming file, tensor and field") {
     const json cases = read_json(kData + "/bad/cases.json");
     REQUIRE(cases.size() >= 40);
