@@ -1,7 +1,8 @@
 # `cmake --install`: the public headers, libkbit.so with every backend beside it (the loader searches
 # its own directory), the kbit command, the ABI lists and version scripts vendors build against
 # (<datadir>/kbit/abi), a CMake package (find_package(kbit): kbit::kbit = the loader, kbit::kbit_<name>
-# = a backend, variable kbit_ABI_DIR) and a pkg-config file (kbit.pc: -lkbit).
+# = a backend, kbit::kbit_io = the checkpoint reader libkbit_io.so, variable kbit_ABI_DIR) and a
+# pkg-config file (kbit.pc: -lkbit).
 include(CMakePackageConfigHelpers)
 
 set(KBIT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/kbit")
@@ -16,6 +17,9 @@ file(GLOB _kbit_abi_files "${KBIT_ABI_DIR}/*.def" "${KBIT_ABI_GENERATED_DIR}/*.m
 install(FILES ${_kbit_abi_files} DESTINATION "${KBIT_INSTALL_ABIDIR}")
 
 get_property(_kbit_libraries GLOBAL PROPERTY KBIT_BACKEND_TARGETS)
+if(TARGET kbit_io)
+  list(PREPEND _kbit_libraries kbit_io)
+endif()
 if(TARGET kbit)
   list(PREPEND _kbit_libraries kbit)
 endif()

@@ -22,7 +22,9 @@
                                       none)
 
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
-it has no table, and its header include/kbit/kbit_loader.h is written by hand.
+it has no table, and its header include/kbit/kbit_loader.h is written by hand. The checkpoint library's
+API (abi/kbit_io.def, exported only by libkbit_io.so) gets a .symbols and a .map file (with `local: *`,
+as core's) and the generated declarations of include/kbit/kbit_io.h, but no table.
 
 Format of a .def file (it is #included by C99 and C++ code with various KBIT_FN definitions, so
 everything besides the entries is a C comment):
@@ -71,7 +73,10 @@ GENERATED = ABI / "generated"
 REGISTRY = parse_interfaces(ABI / "interfaces.def")
 INTERFACES = tuple(name for name, _, _ in REGISTRY)  # the backend interfaces, in loader order
 LOADER = "loader"  # the loader's own API, exported by libkbit.so only
-ALL_LISTS = INTERFACES + (LOADER,)
+IO = "io"  # the checkpoint library's API, exported by libkbit_io.so only (not a backend interface)
+ALL_LISTS = INTERFACES + (LOADER, IO)
+# The lists whose header has a generated region of declarations (kbit_loader.h is written by hand).
+HEADER_LISTS = INTERFACES + (IO,)
 INCLUDE = ROOT / "include" / "kbit"
 TABLES_HEADER = INCLUDE / "kbit_loader_tables.h"
 MAJOR = 1  # major of every interface in this tree; checked against the headers by tests
@@ -105,7 +110,7 @@ def render_map(iface):
         out.append(f"KBIT_{tag}_{MAJOR}.{minor} {{")
         out.append("  global:")
         out += [f"    {n};" for n in names]
-        if iface == "core" and minor == 0:
+        if iface in ("core", IO) and minor == 0:  # libkbit_io.so has no other version script
             out.append("  local:")
             out.append("    *;")
         out.append("}" + (f" KBIT_{tag}_{MAJOR}.{prev};" if prev is not None else ";"))
@@ -316,7 +321,7 @@ def render_header(iface, text):
 
 def _check_family_ids():
     seen = {}
-    for iface in INTERFACES:
+    for iface in HEADER_LISTS:
         for fam in families(ABI / f"kbit_{iface}.def"):
             if fam["id"] in seen:
                 raise ValueError(f"family id {fam['id']} used by {seen[fam['id']]} and {iface}")
@@ -331,7 +336,7 @@ def generated_files():
         files.append((GENERATED / f"kbit_{iface}.symbols", render_symbols(iface)))
         files.append((GENERATED / f"kbit_{iface}.map", render_map(iface)))
     files.append((TABLES_HEADER, render_tables_header()))
-    for iface in INTERFACES:
+    for iface in HEADER_LISTS:
         header = INCLUDE / f"kbit_{iface}.h"
         files.append((header, render_header(iface, header.read_text())))
     files.append((GENERATED / "kbit_all.def", render_all_def()))

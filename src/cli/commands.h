@@ -14,4 +14,8 @@ struct Command {
 // and the default; --isolate validates each candidate in a child process.
 int run_info(int argc, char** argv);
 
+// `kbit inspect PATH [--json]`: the tensors of a safetensors checkpoint and its bitsandbytes layers
+// (libkbit_io.so).
+int run_inspect(int argc, char** argv);
+
 }  // namespace kbit::cli

@@ -12,6 +12,9 @@ using kbit::cli::Command;
 const Command kCommands[] = {
     {"info", "show the loader, its search order, every backend it finds and the default choice",
      kbit::cli::run_info},
+#ifdef KBIT_CLI_INSPECT
+    {"inspect", "list the tensors and bitsandbytes layers of a safetensors checkpoint", kbit::cli::run_inspect},
+#endif
 };
 
 void usage(FILE* out) {

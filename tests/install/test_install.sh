@@ -15,7 +15,8 @@ loader=$(find "$prefix" -name libkbit.so)
 libdir=$(cd "$(dirname "$loader")" && pwd -P)
 for f in "$prefix/include/kbit/kbit.h" "$prefix/include/kbit/kbit_loader.h" "$prefix/include/kbit/kbit_loader_tables.h" \
          "$libdir/libkbit_cpu.so" "$libdir/pkgconfig/kbit.pc" "$libdir/cmake/kbit/kbitConfig.cmake" \
-         "$prefix/share/kbit/abi/kbit_4bit.map" "$prefix/bin/kbit"; do
+         "$prefix/share/kbit/abi/kbit_4bit.map" "$prefix/bin/kbit" \
+         "$libdir/libkbit_io.so" "$prefix/include/kbit/kbit_io.h" "$prefix/share/kbit/abi/kbit_io.map"; do
   [[ -f $f ]] || { echo "not installed: $f"; exit 1; }
 done
 

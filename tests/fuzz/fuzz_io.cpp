@@ -1,0 +1,146 @@
+// fuzz_io: libkbit_io's checkpoint reader (src/io) on fuzzed files. The input is written to an
+// in-memory file (memfd) and opened through the public API (kbit_io_open on /proc/self/fd/N, so the
+// mmap path runs too). Checks:
+//   - no crash, hang or sanitizer report in the parser or the layer checks;
+//   - a failure returns KBIT_STATUS_INVALID_ARGUMENT with a "kbit_io_open: " message;
+//   - an accepted file really is what the handle promises, recomputed from the bytes: every tensor's
+//     range lies inside the file, after the header, holds numel * dtype size bytes and the same bytes
+//     as the input; the ranges tile the data exactly; every described layer's pointers and byte
+//     counts lie inside one tensor of the right name, with the counts its fields imply.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <algorithm>
+
+#include "kbit/kbit_io.h"
+
+namespace {
+
+int g_fd = -1;
+std::string g_path;
+
+[[noreturn]] void fail(const std::string& what) {
+    std::fprintf(stderr, "fuzz_io: %s\n", what.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
+const kbit_io_tensor* tensor(const kbit_io_checkpoint* ck, const std::string& name) {
+    const kbit_io_tensor* t = nullptr;
+    if (kbit_io_tensor_find(ck, name.c_str(), &t) != KBIT_STATUS_SUCCESS) return nullptr;
+    return t;
+}
+
+// `p` .. p + bytes is exactly the data of tensor `name` (bytes == 0: also NULL allowed when absent).
+void same_range(const kbit_io_checkpoint* ck, const char* prefix, const std::string& name, const void* p,
+                uint64_t bytes) {
+    const kbit_io_tensor* t = tensor(ck, name);
+    if (!t) fail(std::string(prefix) + ": described, but no tensor " + name);
+    if (t->data != p || t->nbytes != bytes)
+        fail(std::string(prefix) + ": pointer or size of " + name + " differs from its tensor");
+}
+
+void check_accepted(const kbit_io_checkpoint* ck, const uint8_t* data, size_t size) {
+    if (kbit_io_shard_count(ck) != 1) fail("one file gave other than one shard");
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
+    if (size < 8 || n > size - 8) fail("accepted a header length past the end");
+    struct Range {
+        uint64_t begin, end;
+    };
+    std::vector<Range> ranges;
+    std::string prev;
+    for (size_t i = 0; i < kbit_io_tensor_count(ck); ++i) {
+        const kbit_io_tensor* t = nullptr;
+        if (kbit_io_tensor_at(ck, i, &t) != KBIT_STATUS_SUCCESS || !t) fail("tensor_at failed in range");
+        if (i && !(prev < t->name)) fail("tensors not in name order");
+        prev = t->name;
+        if (t->file_offset < 8 + n || t->file_offset > size || t->nbytes > size - t->file_offset)
+            fail(std::string("tensor ") + t->name + " outside the data");
+        uint64_t numel = 1;
+        for (int32_t d = 0; d < t->ndim; ++d) numel *= static_cast<uint64_t>(t->shape[d]);
+        if (numel != t->numel) fail(std::string("tensor ") + t->name + ": numel is not the product of the shape");
+        if (std::memcmp(t->data, data + t->file_offset, t->nbytes) != 0)
+            fail(std::string("tensor ") + t->name + ": bytes differ from the input");
+        ranges.push_back({t->file_offset, t->file_offset + t->nbytes});
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    uint64_t at = 8 + n;
+    for (const Range& r : ranges) {
+        if (r.begin != at) fail("accepted tensors with a gap or an overlap");
+        at = r.end;
+    }
+    if (at != size) fail("accepted tensors that do not cover the data");
+
+    for (size_t i = 0; i < kbit_io_quant_count(ck); ++i) {
+        const kbit_io_quant* q = nullptr;
+        if (kbit_io_quant_describe(ck, i, &q) != KBIT_STATUS_SUCCESS) {
+            if (std::strncmp(kbit_io_last_error_message(), "kbit_io_quant_describe: ", 24) != 0)
+                fail("a bad layer's message does not name the function");
+            continue;
+        }
+        const std::string P = q->prefix;
+        const char* p = q->prefix;
+        uint64_t numel = 1;
+        for (int32_t d = 0; d < q->ndim; ++d) numel *= static_cast<uint64_t>(q->shape[d]);
+        if (numel != q->numel) fail(P + ": numel is not the product of the shape");
+        if (q->format == KBIT_IO_FORMAT_INT8) {
+            if (q->ndim != 2) fail(P + ": int8 weight not 2-D");
+            same_range(ck, p, P + ".weight", q->weight, q->numel);
+            same_range(ck, p, P + ".SCB", q->scb, 4 * static_cast<uint64_t>(q->shape[0]));
+            continue;
+        }
+        if (q->format != KBIT_IO_FORMAT_NF4 && q->format != KBIT_IO_FORMAT_FP4) fail(P + ": unknown format");
+        const int32_t b = q->blocksize;
+        if (b < KBIT_BLOCKSIZE_MIN || b > KBIT_BLOCKSIZE_MAX || (b & (b - 1))) fail(P + ": bad blocksize accepted");
+        const uint64_t blocks = q->numel / b + (q->numel % b != 0);
+        if (q->blocks != blocks) fail(P + ": blocks is not ceil(numel / blocksize)");
+        same_range(ck, p, P + ".weight", q->weight, (q->numel + 1) / 2);
+        same_range(ck, p, P + ".weight.absmax", q->absmax, q->nested ? blocks : 4 * blocks);
+        if (q->absmax_bytes != (q->nested ? blocks : 4 * blocks)) fail(P + ": absmax_bytes");
+        same_range(ck, p, P + ".weight.quant_map", q->quant_map, 64);
+        if (q->nested) {
+            const int32_t nb = q->nested_blocksize;
+            if (nb < KBIT_BLOCKSIZE_MIN || nb > KBIT_BLOCKSIZE_MAX || (nb & (nb - 1))) fail(P + ": bad nested_blocksize");
+            if (!(q->nested_offset == q->nested_offset) || q->nested_offset - q->nested_offset != 0.0f)
+                fail(P + ": non-finite nested_offset accepted");
+            const uint64_t nblocks = blocks / nb + (blocks % nb != 0);
+            if (q->nested_blocks != nblocks) fail(P + ": nested_blocks");
+            same_range(ck, p, P + ".weight.nested_absmax", q->nested_absmax, 4 * nblocks);
+            same_range(ck, p, P + ".weight.nested_quant_map", q->nested_quant_map, 1024);
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    g_fd = memfd_create("fuzz_io", 0);
+    if (g_fd < 0) fail("memfd_create failed");
+    g_path = "/proc/self/fd/" + std::to_string(g_fd);
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (ftruncate(g_fd, 0) != 0 || pwrite(g_fd, data, size, 0) != static_cast<ssize_t>(size)) fail("memfd write");
+    kbit_io_checkpoint* ck = nullptr;
+    const kbit_status s = kbit_io_open(g_path.c_str(), &ck);
+    if (s != KBIT_STATUS_SUCCESS) {
+        if (s != KBIT_STATUS_INVALID_ARGUMENT) fail("open returned status " + std::to_string(s));
+        if (ck) fail("a failed open wrote the handle");
+        if (std::strncmp(kbit_io_last_error_message(), "kbit_io_open: ", 14) != 0)
+            fail("a failed open's message does not name the function");
+        return 0;
+    }
+    check_accepted(ck, data, size);
+    kbit_io_close(ck);
+    return 0;
+}
