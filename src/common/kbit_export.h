@@ -39,13 +39,16 @@ constexpr QuantType variant_nf4 = QuantType::NF4;
 
 // Expands a parenthesized argument list of a .def entry.
 #define KBIT_EXPORT_ARGS(...) __VA_ARGS__
-// The two shapes of an exported function: kbit::exports::<family>(name, arguments...), and for the
+// The shapes of an exported function: kbit::exports::<family>(name, arguments...), and for the
 // families whose functions differ by a variant (format, optimizer, output stage),
 // kbit::exports::<family>(name, variant, arguments...). Each kbit_export_<iface>.h maps every family
 // of its list to one of them (KBIT_EXPORT_<family>); an entry whose family has no mapping stops the
 // build.
 #define KBIT_EXPORT_PLAIN(family, variant, ret, name, params, args) \
     KBIT_API ret name params { return kbit::exports::family(#name, KBIT_EXPORT_ARGS args); }
+// A function without parameters: kbit::exports::<family>(name).
+#define KBIT_EXPORT_NOARGS(family, variant, ret, name, params, args) \
+    KBIT_API ret name params { return kbit::exports::family(#name); }
 #define KBIT_EXPORT_WITH_VARIANT(family, variant, ret, name, params, args)                                 \
     KBIT_API ret name params {                                                                              \
         return kbit::exports::family(#name, kbit::exports::variant_##variant, KBIT_EXPORT_ARGS args);       \

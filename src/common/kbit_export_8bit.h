@@ -202,9 +202,7 @@ inline kbit_status int8_outlier_matmul(const char* fn, const kbit_half* A, const
 #define KBIT_EXPORT_dequantize_8bit_dtype KBIT_EXPORT_PLAIN
 #define KBIT_EXPORT_int8_vector_quant KBIT_EXPORT_PLAIN
 #define KBIT_EXPORT_int8_vectorwise_quant KBIT_EXPORT_PLAIN
-// get_context takes no argument.
-#define KBIT_EXPORT_context_create(family, variant, ret, name, params, args) \
-    KBIT_API ret name params { return kbit::exports::context_create(#name); }
+#define KBIT_EXPORT_context_create KBIT_EXPORT_NOARGS
 #define KBIT_EXPORT_context_destroy KBIT_EXPORT_PLAIN
 #define KBIT_EXPORT_igemmlt KBIT_EXPORT_WITH_VARIANT
 #define KBIT_EXPORT_dequant_mm_int32 KBIT_EXPORT_PLAIN

@@ -84,13 +84,10 @@ inline kbit_status stream_synchronize(const char* fn, void* stream) {
 
 // ---- the exported symbols -----------------------------------------------------------------------
 
-// The functions without parameters.
-#define KBIT_EXPORT_CORE_NOARGS(family, variant, ret, name, params, args) \
-    KBIT_API ret name params { return kbit::exports::family(#name); }
-#define KBIT_EXPORT_backend_probe KBIT_EXPORT_CORE_NOARGS
-#define KBIT_EXPORT_backend_name KBIT_EXPORT_CORE_NOARGS
-#define KBIT_EXPORT_backend_info KBIT_EXPORT_CORE_NOARGS
-#define KBIT_EXPORT_last_error_message KBIT_EXPORT_CORE_NOARGS
+#define KBIT_EXPORT_backend_probe KBIT_EXPORT_NOARGS
+#define KBIT_EXPORT_backend_name KBIT_EXPORT_NOARGS
+#define KBIT_EXPORT_backend_info KBIT_EXPORT_NOARGS
+#define KBIT_EXPORT_last_error_message KBIT_EXPORT_NOARGS
 #define KBIT_EXPORT_status_string KBIT_EXPORT_PLAIN
 #define KBIT_EXPORT_device_malloc KBIT_EXPORT_PLAIN
 #define KBIT_EXPORT_device_free KBIT_EXPORT_PLAIN

@@ -11,8 +11,6 @@
 
 namespace {
 
-using kbit::Elem;
-using kbit::QuantType;
 using kbit::cpu::parallel_range;
 using kbit::cpu::parallel_range_aligned;
 
@@ -20,36 +18,45 @@ using kbit::cpu::parallel_range_aligned;
 // anyway, and streaming saves the read-for-ownership of every output line.
 constexpr int64_t kStreamBytes = int64_t{8} << 20;
 
+// Rows per thread so that each thread gets a worthwhile amount of weight.
+int64_t min_rows(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, k)); }
+
+}  // namespace
+
 // ------------------------------------------------------------------------------------------------
-// Drivers
+// Operations (kbit_export_4bit.h): arguments are valid and the problem is not empty. Each one is
+// the thread driver over the kernels of the active ISA.
 // ------------------------------------------------------------------------------------------------
 
+namespace kbit::ops {
+
 template <class T>
-void quantize(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
-    const auto& k = kbit::cpu::quant_4bit_kernels<T>();
+kbit_status quantize_4bit(const char*, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                          int64_t n, void*) {
+    const auto& k = cpu::quant_4bit_kernels<T>();
     const int64_t blocks = (n + blocksize - 1) / blocksize;
     parallel_range(blocks, std::max<int64_t>(1, (int64_t{1} << 16) / blocksize),
                    [&](int64_t b0, int64_t b1) { k.quantize_blocks(qt, A, absmax, out, blocksize, n, b0, b1); });
+    return KBIT_STATUS_SUCCESS;
 }
 
 template <class T>
-void dequantize(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t n) {
-    const auto& k = kbit::cpu::quant_4bit_kernels<T>();
+kbit_status dequantize_4bit(const char*, QuantType qt, const uint8_t* A, const float* absmax, T* out,
+                            int64_t blocksize, int64_t n, void*) {
+    const auto& k = cpu::quant_4bit_kernels<T>();
     const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
     // Chunks start on multiples of 64 elements: whole bytes and whole 32-element kernel groups.
     parallel_range_aligned(n, 64, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
         k.dequantize_range(qt, A, absmax, out, blocksize, i0, i1, stream);
     });
+    return KBIT_STATUS_SUCCESS;
 }
 
-// Rows per thread so that each thread gets a worthwhile amount of weight.
-int64_t min_rows(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, k)); }
-
 template <class T>
-void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const float* datatype, T* out, int ldb,
-          int blocksize) {
+kbit_status gemv_4bit(const char*, int m, int k, const T* A, const uint8_t* B, const float* absmax,
+                      const float* datatype, T* out, int ldb, int blocksize, void*) {
     const int64_t row_elems = 2 * static_cast<int64_t>(ldb);
-    const auto& dot = kbit::cpu::dot_4bit_kernels(k, row_elems, blocksize);
+    const auto& dot = cpu::dot_4bit_kernels(k, row_elems, blocksize);
     std::vector<float> a(static_cast<size_t>(k)), prepared(static_cast<size_t>(k)), sums(static_cast<size_t>(m));
     for (int i = 0; i < k; ++i) a[i] = Elem<T>::load(A[i]);
     dot.prepare(a.data(), k, prepared.data());
@@ -57,12 +64,14 @@ void gemv(int m, int k, const T* A, const uint8_t* B, const float* absmax, const
         dot.dot_rows(prepared.data(), 1, k, B, row_elems, absmax, blocksize, datatype, r0, r1, sums.data(), m);
         for (int64_t r = r0; r < r1; ++r) out[r] = Elem<T>::store(sums[r]);
     });
+    return KBIT_STATUS_SUCCESS;
 }
 
 template <class T>
-void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
-          const float* absmax_offset, T* out, const T* bias, int M, int N, int K, int blocksize, int quant_type) {
-    const auto& dot = kbit::cpu::dot_4bit_kernels(K, K, blocksize);
+kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+                      int blocksize, QuantType qt, void*) {
+    const auto& dot = cpu::dot_4bit_kernels(K, K, blocksize);
     const int64_t blocks = (static_cast<int64_t>(N) * K + blocksize - 1) / blocksize;
     std::vector<float> restored;
     const float* scales = absmax;
@@ -70,7 +79,7 @@ void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absm
         restored.resize(static_cast<size_t>(blocks));
         parallel_range(blocks, int64_t{1} << 16, [&](int64_t b0, int64_t b1) {
             for (int64_t b = b0; b < b1; ++b)
-                restored[b] = kbit::ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
+                restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
         });
         scales = restored.data();
     }
@@ -80,7 +89,7 @@ void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absm
         for (int kk = 0; kk < K; ++kk) a[kk] = Elem<T>::load(A[static_cast<size_t>(i) * K + kk]);
         dot.prepare(a.data(), K, prepared.data() + static_cast<size_t>(i) * K);
     }
-    const float* lut = quant_type == 1 ? kbit::kFp4Values : kbit::kNf4Values;
+    const float* lut = qt == QuantType::FP4 ? kFp4Values : kNf4Values;
     parallel_range(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1) {
         dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
         for (int i = 0; i < M; ++i)
@@ -90,42 +99,6 @@ void gemm(const T* A, const uint8_t* B, const float* absmax, const uint8_t* absm
                 out[static_cast<size_t>(i) * N + j] = Elem<T>::store(s);
             }
     });
-}
-
-}  // namespace
-
-// ------------------------------------------------------------------------------------------------
-// Operations (kbit_export_4bit.h): arguments are valid and the problem is not empty.
-// ------------------------------------------------------------------------------------------------
-
-namespace kbit::ops {
-
-template <class T>
-kbit_status quantize_4bit(const char*, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
-                          int64_t n, void*) {
-    quantize(qt, A, absmax, out, blocksize, n);
-    return KBIT_STATUS_SUCCESS;
-}
-
-template <class T>
-kbit_status dequantize_4bit(const char*, QuantType qt, const uint8_t* A, const float* absmax, T* out,
-                            int64_t blocksize, int64_t n, void*) {
-    dequantize(qt, A, absmax, out, blocksize, n);
-    return KBIT_STATUS_SUCCESS;
-}
-
-template <class T>
-kbit_status gemv_4bit(const char*, int m, int k, const T* A, const uint8_t* B, const float* absmax,
-                      const float* datatype, T* out, int ldb, int blocksize, void*) {
-    gemv(m, k, A, B, absmax, datatype, out, ldb, blocksize);
-    return KBIT_STATUS_SUCCESS;
-}
-
-template <class T>
-kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
-                      int blocksize, QuantType qt, void*) {
-    gemm(A, B, absmax, absmax_8bit, absmax_code, absmax_offset, out, bias, M, N, K, blocksize, static_cast<int>(qt));
     return KBIT_STATUS_SUCCESS;
 }
 

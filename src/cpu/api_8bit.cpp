@@ -31,28 +31,6 @@ constexpr int64_t kLutBuildElements = int64_t{1} << 14;
 
 int64_t block_count(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
-template <class T>
-void quantize(const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n) {
-    const auto& k = blockwise8_kernels<T>();
-    const auto lut = k.quantize_uses_lut ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
-    const bool stream = n >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
-    parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
-                   [&](int64_t b0, int64_t b1) {
-                       k.quantize(code, lut.get(), A, absmax, out, blocksize, n, b0, b1, stream);
-                   });
-}
-
-template <class T>
-void dequantize(const float* code, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t n) {
-    const auto& k = blockwise8_kernels<T>();
-    const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
-    parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
-                   [&](int64_t b0, int64_t b1) {
-                       const int64_t end = std::min(b1 * blocksize, n);
-                       k.dequantize(code, A, absmax, out, blocksize, b0 * blocksize, end, stream);
-                   });
-}
-
 void vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows, int64_t cols) {
     const Int8Kernels& k = int8_kernels();
     parallel_range(rows, std::max<int64_t>(1, kGrainElements / cols),
@@ -71,7 +49,8 @@ void igemm_s32(int64_t m, int64_t n, int64_t k, const int8_t* A, int64_t lda, co
 }  // namespace kbit::cpu
 
 // ------------------------------------------------------------------------------------------------
-// Operations (kbit_export_8bit.h): arguments are valid and the problem is not empty.
+// Operations (kbit_export_8bit.h): arguments are valid and the problem is not empty. Each one is
+// the thread driver over the kernel tables of the active ISA.
 // ------------------------------------------------------------------------------------------------
 
 namespace kbit::ops {
@@ -81,14 +60,26 @@ using namespace kbit::cpu;
 template <class T>
 kbit_status quantize_8bit(const char*, const float* code, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
                           int64_t n, void*) {
-    quantize(code, A, absmax, out, blocksize, n);
+    const auto& k = blockwise8_kernels<T>();
+    const auto lut = k.quantize_uses_lut ? code8_lut(code, false, n >= kLutBuildElements) : nullptr;
+    const bool stream = n >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
+    parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
+                   [&](int64_t b0, int64_t b1) {
+                       k.quantize(code, lut.get(), A, absmax, out, blocksize, n, b0, b1, stream);
+                   });
     return KBIT_STATUS_SUCCESS;
 }
 
 template <class T>
 kbit_status dequantize_8bit(const char*, const float* code, const uint8_t* A, const float* absmax, T* out,
                             int64_t blocksize, int64_t n, void*) {
-    dequantize(code, A, absmax, out, blocksize, n);
+    const auto& k = blockwise8_kernels<T>();
+    const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes && reinterpret_cast<uintptr_t>(out) % 64 == 0;
+    parallel_range(block_count(n, blocksize), std::max<int64_t>(1, kGrainElements / blocksize),
+                   [&](int64_t b0, int64_t b1) {
+                       const int64_t end = std::min(b1 * blocksize, n);
+                       k.dequantize(code, A, absmax, out, blocksize, b0 * blocksize, end, stream);
+                   });
     return KBIT_STATUS_SUCCESS;
 }
 
