@@ -178,6 +178,40 @@ TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector",
     }
 }
 
+// Batched decode sizes: enough activation rows that a kernel may cut K into slices (the AVX-512 one
+// does above ~2K columns at M >= 8), blocks split across slices, a tail past the last 128 columns,
+// and an odd number of weight rows.
+TEMPLATE_TEST_CASE("4bit gemm: batched decode sizes within the fp32 summation bound", "[4bit][gemm]", float,
+                   kbit_half, kbit_bf16) {
+    using T = TestType;
+    for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{256}, int64_t{2048}}) {
+        for (int M : {2, 8, 9, 16}) {
+            const int N = 19, K = bs == 256 ? 4352 : bs == 2048 ? 6144 : 2112;  // 2112 % 128 = 64
+            DYNAMIC_SECTION(kbit::Elem<T>::name << " blocksize " << bs << " M " << M) {
+                const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 31);
+                const auto a = to_elems<T>(normal_floats(static_cast<size_t>(M) * K, 32, 1.0f));
+                const auto absmax = positive_scales(static_cast<size_t>(int64_t{N} * K / bs), 33);
+                DeviceBuffer<T> dA(a), out(static_cast<size_t>(M) * N);
+                DeviceBuffer<uint8_t> dB(B);
+                DeviceBuffer<float> dabs(absmax);
+                require_ok(Fns4<T>::gemm()(dA.get(), dB.get(), dabs.get(), nullptr, nullptr, nullptr, out.get(),
+                                           nullptr, M, N, K, static_cast<int>(bs), 2, nullptr),
+                           "cgemm_4bit");
+                const auto got = out.download();
+                for (int i = 0; i < M; ++i)
+                    for (int j = 0; j < N; ++j) {
+                        const Exact e = exact_dot(a.data() + int64_t{i} * K, K, B.data(), int64_t{j} * K,
+                                                  kbit::kNf4Values, bs,
+                                                  [&](int64_t beta) { return double(absmax[beta]); });
+                        const double y = kbit::Elem<T>::load(got[int64_t{i} * N + j]);
+                        INFO("i " << i << " j " << j << " got " << y << " exact " << e.value);
+                        REQUIRE(std::fabs(y - e.value) <= bound<T>(e.value, e.abs_sum, K));
+                    }
+            }
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("4bit gemm: M = 1 agrees with the GEMV on the same weight", "[4bit][gemm]", float, kbit_half,
                    kbit_bf16) {
     using T = TestType;
