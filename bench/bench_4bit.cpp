@@ -3,6 +3,8 @@
 // Weights of the GEMV rotate over enough copies to exceed the last-level cache.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -182,6 +184,74 @@ void gemm_cases(Weights& w, const std::string& shape, int M) {
     }
 }
 
+// bitsandbytes' CPU GEMV (AVX512-BF16 builds) on its own layout, built from the same weights: per 32
+// output rows, for each pair of columns, 32 bytes whose low nibbles are rows 0..15 and high nibbles
+// rows 16..31 (byte i: row i / 2, column 2p + i % 2); the scales as bf16, transposed to [K / bs][N].
+void bnb_gemv_cases(Weights& w, const std::string& shape) {
+    using BnbGemv = void (*)(int64_t, int64_t, int64_t, const kbit_bf16*, const uint8_t*, const kbit_bf16*,
+                             kbit_bf16*, int64_t, int64_t, int64_t);
+    void* h = kbit_bench::bnb_handle();
+    auto gemv = h ? reinterpret_cast<BnbGemv>(dlsym(h, "gemv_4bit_inference_cpu_nf4_bf16")) : nullptr;
+    auto has_bf16 = h ? reinterpret_cast<bool (*)()>(dlsym(h, "has_avx512bf16_cpu")) : nullptr;
+    if (gemv == nullptr || !selected("gemv_nf4", "bf16", shape)) return;
+    if (has_bf16 == nullptr || !has_bf16()) {
+        std::fprintf(stderr, "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 skipped: this CPU has no "
+                             "AVX512-BF16 (has_avx512bf16_cpu() is false)\n");
+        return;
+    }
+    const int64_t N = w.rows, K = w.cols, kb = K / w.bs;
+    if (N % 32 != 0) return;
+    std::vector<uint8_t*> packed;
+    std::vector<kbit_bf16*> scales;
+    auto nibble = [&](const uint8_t* src, int64_t r, int64_t c) {
+        const uint8_t byte = src[(r * K + c) / 2];
+        return c % 2 == 0 ? byte >> 4 : byte & 0x0F;
+    };
+    for (int64_t i = 0; i < w.copies; ++i) {
+        auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (N * K / 2 + 63) / 64 * 64));
+        auto* sc = static_cast<kbit_bf16*>(std::aligned_alloc(64, (N * kb * 2 + 63) / 64 * 64));
+        for (int64_t nb = 0; nb < N / 32; ++nb)
+            for (int64_t p = 0; p < K / 2; ++p)
+                for (int64_t b = 0; b < 32; ++b) {
+                    const int64_t r = nb * 32 + b / 2, c = 2 * p + b % 2;
+                    dst[(nb * (K / 2) + p) * 32 + b] =
+                        static_cast<uint8_t>(nibble(w.packed[i], r + 16, c) << 4 | nibble(w.packed[i], r, c));
+                }
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t j = 0; j < kb; ++j) sc[j * N + n] = kbit::Elem<kbit_bf16>::store(w.absmax[i][n * kb + j]);
+        packed.push_back(dst);
+        scales.push_back(sc);
+    }
+    Buffer<kbit_bf16> a(K), out(N), ours(N);
+    fill(a.p, K, 3);
+    // The layout is this file's reading of bitsandbytes' packer: prove it on one call before timing.
+    gemv(1, N, K, a.p, packed[0], scales[0], out.p, w.bs, K, N);
+    check(cgemm_4bit_inference_naive_bf16(static_cast<int>(N), 1, static_cast<int>(K), a.p, w.packed[0], w.absmax[0],
+                                          const_cast<float*>(kbit::kNf4Values), ours.p, static_cast<int>(N),
+                                          static_cast<int>(K / 2), static_cast<int>(N), static_cast<int>(w.bs), nullptr),
+          "gemv");
+    double worst = 0, largest = 0;
+    for (int64_t n = 0; n < N; ++n) {
+        const double x = kbit::Elem<kbit_bf16>::load(out.p[n]), y = kbit::Elem<kbit_bf16>::load(ours.p[n]);
+        worst = std::max(worst, std::fabs(x - y));
+        largest = std::max(largest, std::fabs(y));
+    }
+    const bool layout_ok = worst <= largest / 64;  // bf16 scales and output: a few bf16 ulps
+    if (!layout_ok)
+        std::fprintf(stderr, "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 not measured on %s: its result "
+                             "differs from kbit's by %g (largest %g), so the repacked layout is wrong\n",
+                     shape.c_str(), worst, largest);
+    const kbit_bench::Traffic traffic{N * K / 2.0 + 2.0 * N * kb + 2.0 * K, 2.0 * N, 2};
+    int64_t next = 0;
+    for (int t : options().threads)
+        if (layout_ok) measure("gemv_nf4", "bf16", shape, t, traffic, [&] {
+            const int64_t c = next++ % w.copies;
+            gemv(1, N, K, a.p, packed[c], scales[c], out.p, w.bs, K, N);
+        }, "bitsandbytes");
+    for (auto* p : packed) std::free(p);
+    for (auto* p : scales) std::free(p);
+}
+
 }  // namespace
 
 KBIT_BENCH_SUITE(4bit) {
@@ -201,17 +271,7 @@ KBIT_BENCH_SUITE(4bit) {
         gemv_cases<kbit_half>(w, s.name);
         gemv_cases<kbit_bf16>(w, s.name);
         gemm_cases<kbit_bf16>(w, s.name, 4);
-        gemm_cases<float>(w, s.name, 4);
+        for (int M : {4, 8, 16}) gemm_cases<float>(w, s.name, M);
+        bnb_gemv_cases(w, s.name);
     }
-    // bitsandbytes' own CPU GEMV needs AVX512-BF16 and a repacked weight layout.
-    void* h = kbit_bench::bnb_handle();
-    auto has_bf16 = h ? reinterpret_cast<bool (*)()>(dlsym(h, "has_avx512bf16_cpu")) : nullptr;
-    if (h != nullptr && (has_bf16 == nullptr || !has_bf16()))
-        std::fprintf(stderr,
-                     "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 skipped: this CPU has no AVX512-BF16 "
-                     "(has_avx512bf16_cpu() is false)\n");
-    else if (h != nullptr)
-        std::fprintf(stderr,
-                     "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 not measured: it needs its own repacked "
-                     "weight layout, which this suite does not build\n");
 }

@@ -1,7 +1,7 @@
 // harness.h — benchmark harness. Each kernel is timed alternately with a small roofline of the
 // machine measured in the same process (absolute GB/s on a shared VM swing 1.5-2x between runs):
-// read bandwidth with as many concurrent streams as the kernel reads, non-temporal write bandwidth,
-// and copy (one read stream, one non-temporal write stream). A kernel's limit is the time its
+// read bandwidth with as many concurrent streams as the kernel reads, write bandwidth and copy (one
+// read stream, one write stream), each write the better of non-temporal and ordinary stores. A kernel's limit is the time its
 // traffic needs at those rates, the largest of three lower bounds: its reads at the read rate, its
 // writes at the write rate, and the part of it that is balanced (min(reads, writes) each way) at the
 // copy rate. A kernel above 100% of its limit means the limit is wrong; the row says so.
@@ -31,8 +31,8 @@ public:
     Probes(const Probes&) = delete;
     Probes& operator=(const Probes&) = delete;
     double read_gbs(int streams);  // one pass reading `streams` arrays together (1..kMaxStreams)
-    double write_gbs();            // one pass of non-temporal stores over one array
-    double copy_gbs();             // one array read, another written with non-temporal stores
+    double write_gbs();            // the better of one pass of non-temporal and one of ordinary stores
+    double copy_gbs();             // one array read, another written (the better of both kinds)
 
 private:
     std::vector<float*> src_;
