@@ -175,7 +175,7 @@ KBIT_API kbit_status cdequantize_blockwise_cpu_nf4_fp16(unsigned char* A, const 
  * Class F (the accuracy of kbit's own 4-bit GEMV): fp32 products of the bf16 activation and the exact
  * fp32 table value, summed in fp32 per block and scaled once by the block's absmax, the block sums
  * added in fp32, then rounded once to bf16. bitsandbytes' AVX512-BF16 kernel rounds the table to bf16
- * first; kbit does not, so it is closer to the exact product.
+ * first (up to 2^-9 per weight, outside class F); kbit does not. K == 0 stores +0.
  *
  * Variants:
  *
@@ -194,8 +194,8 @@ KBIT_API kbit_status cdequantize_blockwise_cpu_nf4_fp16(unsigned char* A, const 
  * @param blocksize   an even value >= 2 (bitsandbytes quantizes with 32 ... 4096).
  * @param x_stride    elements between activation rows, >= K (ignored when M <= 1).
  * @param out_stride  elements between output rows, >= N (ignored when M <= 1).
- * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (M * N > 0), negative
- *         sizes, N % 32 != 0, an odd or non-positive blocksize, K % blocksize != 0, short strides, or
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (out when M * N > 0; x, w
+ *         and absmax when also K > 0), negative sizes, N % 32 != 0, an odd or non-positive blocksize, K % blocksize != 0, short strides, or
  *         `out` overlapping an input (bitsandbytes aborts the process for N % 32 != 0).
  * @since bnb_cpu 1.0
  */

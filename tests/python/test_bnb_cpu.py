@@ -255,6 +255,14 @@ def test_gemv_exact_when_every_sum_is_exact(lib):
     assert np.array_equal(out.astype(np.float64), x.astype(np.float64) @ W.T)
 
 
+def test_gemv_with_k_zero_stores_zeros(lib):
+    out = np.full((2, 32), 7.0, BF16)
+    status = lib.gemv_4bit_inference_cpu_fp4_bf16(ct.c_int64(2), ct.c_int64(32), ct.c_int64(0), None, None, None,
+                                                  P(out), ct.c_int64(64), ct.c_int64(0), ct.c_int64(32))
+    assert status == 0, last_error(lib)
+    assert np.all(out.view(np.uint16) == 0)  # +0.0
+
+
 @pytest.mark.parametrize("isa", ["ref", "avx2", "avx512"])
 def test_gemv_every_isa(tmp_path, isa):
     """The scalar reference and the AVX-512 kernel (each ISA cap) stay within the bound, in a child
