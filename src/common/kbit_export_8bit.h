@@ -53,8 +53,9 @@ kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const i
 
 }  // namespace kbit::ops
 
-// The 8-bit interface minor this backend implements: the header's unless the backend's build defines
-// KBIT_BACKEND_8BIT_MINOR (the CUDA backend stays at 1.0, whose blockwise functions stop at 4096).
+// The 8-bit interface minor this backend implements: the header's unless the backend defines
+// KBIT_BACKEND_8BIT_MINOR before including this file (src/cuda/api_8bit.cpp: 1.0, whose blockwise
+// functions stop at 4096).
 #ifndef KBIT_BACKEND_8BIT_MINOR
 #define KBIT_BACKEND_8BIT_MINOR KBIT_8BIT_VERSION_MINOR
 #endif
