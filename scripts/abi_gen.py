@@ -24,7 +24,10 @@
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
 it has no table, and its header include/kbit/kbit_loader.h is written by hand. The checkpoint library's
 API (abi/kbit_io.def, exported only by libkbit_io.so) gets a .symbols and a .map file (with `local: *`,
-as core's) and the generated declarations of include/kbit/kbit_io.h, but no table.
+as core's) and the generated declarations of include/kbit/kbit_io.h, but no table. The optional
+bitsandbytes-CPU interface (abi/kbit_bnb_cpu.def, exported by libkbit_cpu.so only, beside the backend
+interfaces) gets the same three: .symbols, .map (without `local`: the backend's core map has it) and
+the declarations of include/kbit/kbit_bnb_cpu.h.
 
 Format of a .def file (it is #included by C99 and C++ code with various KBIT_FN definitions, so
 everything besides the entries is a C comment):
@@ -74,9 +77,12 @@ REGISTRY = parse_interfaces(ABI / "interfaces.def")
 INTERFACES = tuple(name for name, _, _ in REGISTRY)  # the backend interfaces, in loader order
 LOADER = "loader"  # the loader's own API, exported by libkbit.so only
 IO = "io"  # the checkpoint library's API, exported by libkbit_io.so only (not a backend interface)
-ALL_LISTS = INTERFACES + (LOADER, IO)
+# bitsandbytes' CPU-library names, an optional interface exported by libkbit_cpu.so only: not in
+# abi/interfaces.def (no loader table, no trampolines; vendors need not implement it).
+BNB_CPU = "bnb_cpu"
+ALL_LISTS = INTERFACES + (LOADER, IO, BNB_CPU)
 # The lists whose header has a generated region of declarations (kbit_loader.h is written by hand).
-HEADER_LISTS = INTERFACES + (IO,)
+HEADER_LISTS = INTERFACES + (IO, BNB_CPU)
 INCLUDE = ROOT / "include" / "kbit"
 TABLES_HEADER = INCLUDE / "kbit_loader_tables.h"
 MAJOR = 1  # major of every interface in this tree; checked against the headers by tests

@@ -9,8 +9,8 @@
  * not supported here, anything else = error), so existing ctypes callers work unchanged.
  *
  * Formats
- *   - Blockwise 8-bit: blocks of `blocksize` consecutive elements (32 ... 4096, powers of two), one fp32
- *     absmax per block; each element is the index of the nearest entry of a caller-supplied table of
+ *   - Blockwise 8-bit: blocks of `blocksize` consecutive elements (32 ... 4096, powers of two; since
+ *     8bit 1.1 up to 16384 on a backend reporting minor >= 1, the CPU backend), one fp32 absmax per block; each element is the index of the nearest entry of a caller-supplied table of
  *     256 non-decreasing floats (`code`). bitsandbytes' usual table is the signed dynamic map
  *     (create_dynamic_map(signed=True)): 0.0 at index 127, 1.0 at 255, -0.99296874 at 0, values spread
  *     over decades 1e-6 ... 1. The table is used verbatim and never written.
@@ -31,8 +31,13 @@
 
 /** Major version of the 8-bit interface declared by this header. */
 #define KBIT_8BIT_VERSION_MAJOR 1
-/** Minor version of the 8-bit interface declared by this header. */
-#define KBIT_8BIT_VERSION_MINOR 0
+/** Minor version of the 8-bit interface declared by this header. 1.1 adds no function: a backend
+ *  reporting minor 1 or later also takes the 8-bit blockwise blocksizes 8192 and 16384 (up to
+ *  KBIT_8BIT_BLOCKSIZE_MAX); one reporting 1.0 rejects them (KBIT_STATUS_INVALID_ARGUMENT). */
+#define KBIT_8BIT_VERSION_MINOR 1
+/** Largest blocksize of the 8-bit blockwise functions on a backend implementing 8bit 1.1 or later
+ *  (powers of two from KBIT_BLOCKSIZE_MIN; 8bit 1.0 stops at KBIT_BLOCKSIZE_MAX). */
+#define KBIT_8BIT_BLOCKSIZE_MAX 16384
 
 /** Opaque per-device context for the int8 GEMM (bitsandbytes' Context*: holds a BLAS handle). */
 typedef struct kbit_context kbit_context;
@@ -73,7 +78,8 @@ KBIT_API uint32_t kbit_8bit_interface_version(void);
  * @param A          device memory, in: n elements of T (not modified).
  * @param absmax     device memory, out: ceil(n / blocksize) floats.
  * @param out        device memory, out: n bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096; on a backend at 8bit 1.1 or later (the
+ *                   CPU backend; kbit_8bit_interface_version()) also 8192 or 16384.
  * @param n          number of elements, >= 0.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL code, A, absmax or out (n > 0),
  *         n < 0 or another blocksize; KBIT_STATUS_DEVICE_ERROR.
@@ -105,7 +111,8 @@ KBIT_API kbit_status cquantize_blockwise_bf16(float* code, kbit_bf16* A, float* 
  * @param A          device memory, in: n codes.
  * @param absmax     device memory, in: ceil(n / blocksize) floats.
  * @param out        device memory, out: n elements of T.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096; on a backend at 8bit 1.1 or later (the
+ *                   CPU backend; kbit_8bit_interface_version()) also 8192 or 16384.
  * @param n          number of elements, >= 0.
  * @param stream     stream to run on (NULL = default); ignored on the CPU.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for a NULL pointer (n > 0), n < 0 or
@@ -232,7 +239,8 @@ KBIT_API kbit_status cdequant_mm_int32_fp16(int* A, float* rowStats, float* colS
  * @param A          device memory, in: n elements of dtype.
  * @param absmax     device memory, out: ceil(n / blocksize) floats.
  * @param out        device memory, out: n bytes.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096; on a backend at 8bit 1.1 or later (the
+ *                   CPU backend; kbit_8bit_interface_version()) also 8192 or 16384.
  * @param n          number of elements, 0 <= n <= 2^62.
  * @param stream     stream to run on (NULL = default); ignored on the CPU.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, n out of
@@ -249,7 +257,8 @@ KBIT_API kbit_status kbit_quantize_blockwise_8bit(int32_t dtype, const float* co
  * @param A          device memory, in: n codes.
  * @param absmax     device memory, in: ceil(n / blocksize) floats.
  * @param out        device memory, out: n elements of dtype.
- * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param blocksize  32, 64, 128, 256, 512, 1024, 2048 or 4096; on a backend at 8bit 1.1 or later (the
+ *                   CPU backend; kbit_8bit_interface_version()) also 8192 or 16384.
  * @param n          number of elements, 0 <= n <= 2^62.
  * @param stream     stream to run on (NULL = default); ignored on the CPU.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (NULL pointer with n > 0, n out of

@@ -60,7 +60,8 @@
 /** Smallest blocksize (elements per absmax) of the blockwise 4-bit and 8-bit functions. The
  *  blocksizes they accept are the powers of two from KBIT_BLOCKSIZE_MIN to KBIT_BLOCKSIZE_MAX. */
 #define KBIT_BLOCKSIZE_MIN 32
-/** Largest blocksize of the blockwise 4-bit and 8-bit functions (see KBIT_BLOCKSIZE_MIN). */
+/** Largest blocksize of the blockwise 4-bit and 8-bit functions (see KBIT_BLOCKSIZE_MIN); the 8-bit
+ *  blockwise functions of a backend at 8bit 1.1 go up to KBIT_8BIT_BLOCKSIZE_MAX (kbit_8bit.h). */
 #define KBIT_BLOCKSIZE_MAX 4096
 
 /* ============================================================================================== */

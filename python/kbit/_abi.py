@@ -59,6 +59,9 @@ def _core_define(name):
 
 # The blockwise functions' blocksizes: the powers of two between kbit_core.h's bounds.
 BLOCKSIZE_MIN, BLOCKSIZE_MAX = _core_define("KBIT_BLOCKSIZE_MIN"), _core_define("KBIT_BLOCKSIZE_MAX")
+# 8bit 1.1: the 8-bit blockwise functions of a backend at that minor take blocksizes up to this.
+BLOCKSIZE_MAX_8BIT = int(re.search(r"#define KBIT_8BIT_BLOCKSIZE_MAX (\d+)",
+                                   (INCLUDE_DIR / "kbit" / "kbit_8bit.h").read_text()).group(1))
 RELEASE_VERSION = re.search(r'#define KBIT_RELEASE_VERSION_STRING "([^"]+)"',
                             (INCLUDE_DIR / "kbit" / "kbit_core.h").read_text()).group(1)
 

@@ -115,9 +115,11 @@ class Library:
     `.ctypes.data`, `c_void_p(tensor.data_ptr())` or None), and functions return their kbit_status as
     an int, as bitsandbytes' callers expect. `lib.checked.<name>` raises KbitError instead.
     Attributes: name (backend name given by the loader), path (its file), versions ({iface: (major,
-    minor)}), trampolines (True for libkbit.so's own exports)."""
+    minor)}), backend_versions (the same of the backend that runs the calls: for trampolines the
+    default backend's, which can be older than libkbit.so's own), trampolines (True for libkbit.so's
+    own exports)."""
 
-    def __init__(self, functions, name, path, versions, trampolines, handle=None):
+    def __init__(self, functions, name, path, versions, trampolines, handle=None, backend_versions=None):
         self._status_functions = set()
         for iface_fns in functions.values():
             for fn, cfunc in iface_fns:
@@ -129,6 +131,7 @@ class Library:
         self.name = name
         self.path = path
         self.versions = versions
+        self.backend_versions = versions if backend_versions is None else backend_versions
         self.trampolines = trampolines
         self._handle = handle
         self.checked = _Checked(self)
@@ -200,7 +203,19 @@ def _open_trampolines():
     cdll = ctypes.CDLL(str(loader_path()))  # a CDLL of its own: its function objects carry our argtypes
     functions = {iface: [(fn, getattr(cdll, fn["name"])) for fn in _abi.functions(iface)]
                  for iface in _abi.INTERFACES}
-    return Library(functions, name, str(loader_path()), _versions_from_cdll(cdll), True)
+    return Library(functions, name, str(loader_path()), _versions_from_cdll(cdll), True,
+                   backend_versions=_table_versions(loader, backend))
+
+
+def _table_versions(loader, backend):
+    """{iface: (major, minor)} of an opened backend's accepted interfaces (its tables' versions)."""
+    versions = {}
+    for iface in _abi.INTERFACES:
+        ptr = getattr(loader, f"kbit_loader_{iface}_table")(backend)
+        if ptr:
+            table = ctypes.cast(ptr, ctypes.POINTER(_TABLES[iface])).contents
+            versions[iface] = (table.version >> 16, table.version & 0xFFFF)
+    return versions
 
 
 def _open_backend(spec):

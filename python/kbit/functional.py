@@ -4,7 +4,8 @@ Names, arguments and defaults follow bitsandbytes.functional (0.50): quantize_4b
 with a QuantState, quantize_blockwise / dequantize_blockwise, create_dynamic_map, the LLM.int8 pieces
 (int8_vectorwise_quant, int8_linear_matmul, int8_mm_dequant) and gemv_4bit. Differences: arrays must
 already be C-contiguous (bitsandbytes copies; kbit raises ValueError rather than copy silently), and
-blocksizes are 32 ... 4096 for every 4-bit and 8-bit function (kbit's ABI).
+blocksizes are 32 ... 4096 for every 4-bit and 8-bit function (kbit's ABI), and for the 8-bit
+blockwise functions also 8192 and 16384 on a backend at 8bit 1.1 or later (the CPU backend).
 
 Every array's device picks the backend (kbit._devices): numpy arrays run on the CPU backend, CUDA
 arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cuda".
@@ -27,6 +28,9 @@ _KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dty
 _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 _QUANT_TYPE = {"fp4": 1, "nf4": 2}  # KBIT_QUANT_FP4 / KBIT_QUANT_NF4
 BLOCKSIZES = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1, _abi.BLOCKSIZE_MAX.bit_length()))
+# 8bit 1.1: the 8-bit blockwise blocksizes of a backend at that minor (1.0: BLOCKSIZES).
+BLOCKSIZES_8BIT = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1,
+                                              _abi.BLOCKSIZE_MAX_8BIT.bit_length()))
 NESTED_BLOCKSIZE = 256  # bitsandbytes' compress_statistics
 _U8, _I8, _I32, _F32, _F16 = (np.dtype(t) for t in (np.uint8, np.int8, np.int32, np.float32, np.float16))
 
@@ -37,10 +41,16 @@ def _dtype_names(dtypes):
     return ", ".join(d.name for d in dtypes)
 
 
-def _check_blocksize(fn, blocksize, field="blocksize"):
-    if isinstance(blocksize, bool) or not isinstance(blocksize, (int, np.integer)) or blocksize not in BLOCKSIZES:
-        raise ValueError(f"{fn}: {field} {blocksize!r} is not one of {', '.join(map(str, BLOCKSIZES))}")
+def _check_blocksize(fn, blocksize, field="blocksize", allowed=BLOCKSIZES):
+    if isinstance(blocksize, bool) or not isinstance(blocksize, (int, np.integer)) or blocksize not in allowed:
+        raise ValueError(f"{fn}: {field} {blocksize!r} is not one of {', '.join(map(str, allowed))}")
     return int(blocksize)
+
+
+def _blocksizes_8bit(lib):
+    """The 8-bit blockwise blocksizes of the backend that runs lib's calls: 8bit 1.1 added 8192 and
+    16384, which a 1.0 backend (the CUDA backend) never receives from here."""
+    return BLOCKSIZES_8BIT if lib.backend_versions.get("8bit", (1, 0))[1] >= 1 else BLOCKSIZES
 
 
 def _check_quant_type(fn, quant_type):
@@ -437,7 +447,7 @@ def _state_4bit(ctx, absmax, shape, dtype, blocksize, quant_type, compress_stati
                       quant_type=quant_type, offset=offset, state2=state2)
 
 
-def _check_state(fn, state, four_bit):
+def _check_state(fn, state, four_bit, lib=None):
     if not isinstance(state, QuantState):
         raise TypeError(f"{fn}: quant_state must be a kbit.QuantState, not {type(state).__name__}")
     if four_bit:
@@ -446,7 +456,8 @@ def _check_state(fn, state, four_bit):
             raise ValueError(f"{fn}: quant_state needs shape and dtype")
     if state.dtype is not None and state.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{fn}: quant_state.dtype must be {_dtype_names(FLOAT_DTYPES)}, not {state.dtype.name}")
-    _check_blocksize(fn, state.blocksize)
+    plain_8bit = not four_bit and lib is not None and not state.nested
+    _check_blocksize(fn, state.blocksize, allowed=_blocksizes_8bit(lib) if plain_8bit else BLOCKSIZES)
     if state.nested:
         if state.offset is None:
             raise ValueError(f"{fn}: a nested quant_state needs offset")
@@ -546,7 +557,8 @@ def quantize_blockwise(A, code=None, absmax=None, out=None, blocksize=4096, nest
     the block scales again (8-bit, same blocksize), as bitsandbytes does."""
     fn = "quantize_blockwise"
     ctx = Ctx(A)
-    blocksize = _check_blocksize(fn, blocksize)
+    # Nesting quantizes the scales in blocks of the same size (kbit_nested_absmax_quantize: <= 4096).
+    blocksize = _check_blocksize(fn, blocksize, allowed=BLOCKSIZES if nested else _blocksizes_8bit(ctx.lib))
     a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
     shape, dtype = a.shape, a.dtype
     n = a.numel
@@ -585,7 +597,7 @@ def dequantize_blockwise(A, quant_state=None, absmax=None, code=None, out=None, 
             code = ctx.from_numpy(create_dynamic_map(signed=True))
         quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize,
                                  dtype=_dtype(out) if out is not None else _F32)
-    _check_state(fn, quant_state, four_bit=False)
+    _check_state(fn, quant_state, four_bit=False, lib=ctx.lib)
     a = _arg(ctx, fn, A, "A", (_U8,))
     shape = a.shape
     n = a.numel

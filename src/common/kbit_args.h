@@ -42,6 +42,14 @@ public:
         return *this;
     }
     Args& blocksize(int64_t b) { return blocksize("blocksize", b); }
+    // An 8-bit blockwise blocksize: powers of two from kMinBlocksize to `max` (kMaxBlocksize, or
+    // kMaxBlocksize8bit on a backend at 8bit 1.1 or later).
+    Args& blocksize_8bit(int64_t b, int64_t max) {
+        if (max == kMaxBlocksize) return blocksize(b);
+        if (ok() && !(b >= kMinBlocksize && b <= kMaxBlocksize8bit && (b & (b - 1)) == 0))
+            fail("blocksize %lld is not one of %s", static_cast<long long>(b), kBlocksizeList8bit);
+        return *this;
+    }
     Args& dtype(int32_t d) {
         if (ok() && d != KBIT_DTYPE_FP32 && d != KBIT_DTYPE_FP16 && d != KBIT_DTYPE_BF16)
             fail("dtype %d is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)",

@@ -53,7 +53,18 @@ kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const i
 
 }  // namespace kbit::ops
 
+// The 8-bit interface minor this backend implements: the header's unless the backend defines
+// KBIT_BACKEND_8BIT_MINOR before including this file (src/cuda/api_8bit.cpp: 1.0, whose blockwise
+// functions stop at 4096).
+#ifndef KBIT_BACKEND_8BIT_MINOR
+#define KBIT_BACKEND_8BIT_MINOR KBIT_8BIT_VERSION_MINOR
+#endif
+static_assert(KBIT_BACKEND_8BIT_MINOR <= KBIT_8BIT_VERSION_MINOR,
+              "a backend cannot implement a newer minor than its header");
+
 namespace kbit::exports {
+
+constexpr int64_t kMaxBlocksizeOfBackend = max_blocksize_8bit(KBIT_BACKEND_8BIT_MINOR);
 
 // ---- one wrapper per family of abi/kbit_8bit.def ----------------------------------------------
 
@@ -65,7 +76,7 @@ kbit_status blockwise_quantize_8bit(const char* fn, float* code, T* A, float* ab
         fn,
         [&](bool* empty) {
             return validate_blockwise_8bit(fn, Blockwise::Quantize, nullptr, code, A, absmax, out, blocksize, n,
-                                           sizeof(T), empty);
+                                           sizeof(T), kMaxBlocksizeOfBackend, empty);
         },
         [&] { return ops::quantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, nullptr); });
 }
@@ -77,7 +88,7 @@ kbit_status blockwise_dequantize_8bit(const char* fn, float* code, unsigned char
         fn,
         [&](bool* empty) {
             return validate_blockwise_8bit(fn, Blockwise::Dequantize, nullptr, code, A, absmax, out, blocksize, n,
-                                           sizeof(T), empty);
+                                           sizeof(T), kMaxBlocksizeOfBackend, empty);
         },
         [&] { return ops::dequantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, stream); });
 }
@@ -88,7 +99,7 @@ inline kbit_status quantize_8bit_dtype(const char* fn, int32_t dtype, const floa
         fn,
         [&](bool* empty) {
             return validate_blockwise_8bit(fn, Blockwise::Quantize, &dtype, code, A, absmax, out, blocksize, n,
-                                           dtype_bytes(dtype), empty);
+                                           dtype_bytes(dtype), kMaxBlocksizeOfBackend, empty);
         },
         [&] {
             return with_dtype(dtype, [&](auto tag) {
@@ -104,7 +115,7 @@ inline kbit_status dequantize_8bit_dtype(const char* fn, int32_t dtype, const fl
         fn,
         [&](bool* empty) {
             return validate_blockwise_8bit(fn, Blockwise::Dequantize, &dtype, code, A, absmax, out, blocksize, n,
-                                           dtype_bytes(dtype), empty);
+                                           dtype_bytes(dtype), kMaxBlocksizeOfBackend, empty);
         },
         [&] {
             return with_dtype(dtype, [&](auto tag) {
@@ -211,7 +222,7 @@ inline kbit_status int8_outlier_matmul(const char* fn, const kbit_half* A, const
 extern "C" {
 
 KBIT_API uint32_t kbit_8bit_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR);
+    return KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_BACKEND_8BIT_MINOR);
 }
 
 #include "kbit_8bit_exports.def"

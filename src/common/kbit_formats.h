@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kbit/kbit_core.h"
+#include "kbit/kbit_8bit.h"  // KBIT_8BIT_BLOCKSIZE_MAX
 
 #if defined(__CUDACC__)
 #  define KBIT_HD __host__ __device__ __forceinline__
@@ -43,6 +44,13 @@ static_assert(lists_powers_of_two(kBlocksizeList, kMinBlocksize, kMaxBlocksize),
 KBIT_HD bool is_supported_blocksize(int64_t b) {
     return b >= kMinBlocksize && b <= kMaxBlocksize && (b & (b - 1)) == 0;
 }
+
+// The 8-bit blockwise functions of a backend at 8bit 1.1 or later take powers of two up to
+// KBIT_8BIT_BLOCKSIZE_MAX (1.0: kMaxBlocksize).
+constexpr int64_t kMaxBlocksize8bit = KBIT_8BIT_BLOCKSIZE_MAX;
+constexpr const char* kBlocksizeList8bit = "32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384";
+static_assert(lists_powers_of_two(kBlocksizeList8bit, kMinBlocksize, kMaxBlocksize8bit),
+              "kBlocksizeList8bit lists the powers of two from KBIT_BLOCKSIZE_MIN to KBIT_8BIT_BLOCKSIZE_MAX");
 
 // ------------------------------------------------------------------------------------------------
 // Block absmax (4-bit and 8-bit quantizers, optimizer states): an fmax-style fold of |x| in which a

@@ -27,15 +27,21 @@ inline Args& product_at_most(Args& args, const char* what, int64_t a, int64_t b,
     return args.at_most(what, a * b, max);
 }
 
+// The largest 8-bit blockwise blocksize of a backend whose 8-bit interface has minor `minor`: 8bit 1.1
+// added 8192 and 16384; a 1.0 backend keeps rejecting them.
+constexpr int64_t max_blocksize_8bit(int minor) { return minor >= 1 ? kMaxBlocksize8bit : kMaxBlocksize; }
+
 // cquantize_blockwise_* / cdequantize_blockwise_* (8-bit) and kbit_(de)quantize_blockwise_8bit.
 // `dtype` is NULL for the bitsandbytes names (their symbol fixes it); `elem_bytes` is the element
-// size the call's dtype means (checked first when `dtype` is given).
+// size the call's dtype means (checked first when `dtype` is given); `max_blocksize` the backend's
+// (max_blocksize_8bit).
 inline kbit_status validate_blockwise_8bit(const char* fn, Blockwise dir, const int32_t* dtype, const float* code,
                                            const void* in, const float* absmax, const void* out,
-                                           int64_t blocksize, int64_t n, int64_t elem_bytes, bool* empty) {
+                                           int64_t blocksize, int64_t n, int64_t elem_bytes, int64_t max_blocksize,
+                                           bool* empty) {
     Args a(fn);
     if (dtype != nullptr) a.dtype(*dtype);
-    a.blocksize(blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
+    a.blocksize_8bit(blocksize, max_blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
     *empty = a.ok() && n == 0;
     if (!a.ok() || *empty) return a.status();
     a.not_null("code", code).not_null("A", in).not_null("absmax", absmax).not_null("out", out);

@@ -3,6 +3,9 @@
 // on the caller's stream. The bitsandbytes-named quantizer has no stream parameter and runs on the
 // legacy default stream, as bitsandbytes does.
 #include "cuda_ops.h"
+// This backend implements 8bit 1.0: its blockwise kernels stop at blocksize 4096 (8bit 1.1 adds 8192
+// and 16384, so far on the CPU backend only).
+#define KBIT_BACKEND_8BIT_MINOR 0
 #include "kbit_export_8bit.h"
 
 namespace kbit::ops {

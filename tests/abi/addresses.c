@@ -4,6 +4,9 @@
 #include <stdio.h>
 
 #include "kbit/kbit.h"
+#ifdef KBIT_TEST_BNB_CPU
+#include "kbit/kbit_bnb_cpu.h"
+#endif
 
 typedef void (*any_fn)(void);
 
@@ -17,6 +20,9 @@ typedef void (*any_fn)(void);
 #endif
 #ifdef KBIT_TEST_OPTIM8
 #include "kbit_optim8.def"
+#endif
+#ifdef KBIT_TEST_BNB_CPU
+#include "kbit_bnb_cpu.def"
 #endif
 #undef KBIT_FN
 
@@ -38,6 +44,10 @@ static const struct {
 #ifdef KBIT_TEST_OPTIM8
     {"kbit_optim8_interface_version", (any_fn)&kbit_optim8_interface_version},
 #include "kbit_optim8.def"
+#endif
+#ifdef KBIT_TEST_BNB_CPU
+    {"kbit_bnb_cpu_interface_version", (any_fn)&kbit_bnb_cpu_interface_version},
+#include "kbit_bnb_cpu.def"
 #endif
 };
 #undef KBIT_FN

@@ -131,6 +131,27 @@ TEMPLATE_TEST_CASE("8bit blockwise: quantize of large inputs (threads, streaming
     check_quantize<TestType>(code, special_input((int64_t{1} << 20) + 5, 64, 4), 64, "dynamic-signed large special");
 }
 
+TEMPLATE_TEST_CASE("8bit blockwise: blocksizes 8192 and 16384 (8bit 1.1) equal the reference, or are rejected by 1.0",
+                   "[8bit][quantize][dequantize]", float, kbit_half, kbit_bf16) {
+    const auto& code = code_tables()[0].code;
+    for (int64_t B : {int64_t{8192}, int64_t{16384}}) {
+        const int64_t n = 3 * B + B / 2 + 3;
+        if (backend8bit_minor() >= 1) {
+            check_quantize<TestType>(code, special_input(n, B, 23), B, "dynamic-signed special");
+            check_dequantize<TestType>(code, random_codes(n, 5), random_absmax((n + B - 1) / B, 6), B, 0, "random");
+        } else {
+            DeviceBuffer<float> dcode(code);
+            DeviceBuffer<TestType> din(static_cast<size_t>(n));
+            DeviceBuffer<float> dabsmax(4);
+            DeviceBuffer<uint8_t> dout(static_cast<size_t>(n));
+            check_invalid(Blockwise8<TestType>::quantize(dcode.get(), din.get(), dabsmax.get(), dout.get(),
+                                                         static_cast<int>(B), static_cast<int>(n)),
+                          std::string("cquantize_blockwise_") + kbit::Elem<TestType>::name + ": blocksize " +
+                              std::to_string(B) + " is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096");
+        }
+    }
+}
+
 TEST_CASE("8bit blockwise: quantize fp32 probes every float near every midpoint, blocksize 256", "[8bit][quantize]") {
     // Dense sweep: 64 consecutive floats on both sides of every midpoint of every table.
     for (const auto& table : code_tables())

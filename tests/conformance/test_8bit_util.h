@@ -190,4 +190,7 @@ template <> struct Blockwise8<kbit_bf16> {
 
 constexpr int64_t kBlocksizes8[] = {32, 64, 128, 256, 512, 1024, 2048, 4096};
 
+// The minor of the backend's 8-bit interface (8bit 1.1 takes the blockwise blocksizes 8192 and 16384).
+inline int backend8bit_minor() { return static_cast<int>(KBIT_VERSION_MINOR_OF(backend().version[KBIT_INTERFACE_8BIT])); }
+
 }  // namespace kbit_test

@@ -34,8 +34,8 @@ TEST_CASE("cuda without device: identity and interfaces", "[cuda][no_device]") {
           KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR));
     CHECK(fn<uint32_t (*)()>("kbit_4bit_interface_version")() ==
           KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR));
-    CHECK(fn<uint32_t (*)()>("kbit_8bit_interface_version")() ==
-          KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_8BIT_VERSION_MINOR));
+    // 8bit 1.0: the CUDA backend does not take 1.1's larger blockwise blocksizes.
+    CHECK(fn<uint32_t (*)()>("kbit_8bit_interface_version")() == KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, 0));
     CHECK(fn<uint32_t (*)()>("kbit_optim8_interface_version")() ==
           KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR));
 }

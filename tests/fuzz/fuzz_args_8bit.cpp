@@ -28,9 +28,9 @@ void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned c
     T* A = c.buf<T>("A", Role::In, n);
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
-    c.must_fail(n < 0 || !is_blocksize(bs), "n < 0 or unsupported blocksize");
+    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(absmax, "absmax", A, "A");
@@ -49,9 +49,9 @@ void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, floa
     float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     T* out = c.buf<T>("out", Role::Out, n);
     void* stream = c.stream();
-    c.must_fail(n < 0 || !is_blocksize(bs), "n < 0 or unsupported blocksize");
+    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(out, "out", absmax, "absmax");
@@ -69,7 +69,7 @@ void quantize_8bit(Call& c, decltype(&kbit_quantize_blockwise_8bit) f) {
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
     void* stream = c.stream();
-    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
+    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
     c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);
@@ -88,7 +88,7 @@ void dequantize_8bit(Call& c, decltype(&kbit_dequantize_blockwise_8bit) f) {
     const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     void* out = dtype_buf(c, "out", Role::Out, dtype, n);
     void* stream = c.stream();
-    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
+    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
     c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
     c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
     c.must_succeed_untouched(!bad && n == 0);

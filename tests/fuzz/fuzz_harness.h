@@ -541,6 +541,8 @@ Handler by_dtype(const std::string& dt, F make) {
 constexpr bool is_blocksize(int64_t b) {
     return b == 32 || b == 64 || b == 128 || b == 256 || b == 512 || b == 1024 || b == 2048 || b == 4096;
 }
+// The 8-bit blockwise blocksizes of the CPU backend, which implements 8bit 1.1 (adds 8192 and 16384).
+constexpr bool is_blocksize_8bit(int64_t b) { return is_blocksize(b) || b == 8192 || b == 16384; }
 
 // The target: fns from the .def list, resolve(name) from the target's families.
 class Target {

@@ -14,12 +14,39 @@ def w():
     return np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64)
 
 
+BS8_MSG = "blocksize {} is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384"
+
+
 @pytest.mark.parametrize("bs", [0, 16, 48, 8192, 64.0, True, "64"])
 def test_bad_blocksize(w, bs):
     with pytest.raises(ValueError, match="quantize_4bit: " + BS_MSG.format(repr(bs)).replace("(", r"\(")):
         kbit.quantize_4bit(w, blocksize=bs)
-    with pytest.raises(ValueError, match="quantize_blockwise: blocksize"):
+    if bs != 8192:  # 8bit 1.1 (the CPU backend) takes 8192
+        with pytest.raises(ValueError, match="quantize_blockwise: " + BS8_MSG.format(repr(bs)).replace("(", r"\(")):
+            kbit.quantize_blockwise(w, blocksize=bs)
+
+
+@pytest.mark.parametrize("bs", [12288, 32768])
+def test_bad_8bit_blocksize(w, bs):
+    with pytest.raises(ValueError, match="quantize_blockwise: " + BS8_MSG.format(bs)):
         kbit.quantize_blockwise(w, blocksize=bs)
+    q = np.zeros(w.shape, np.uint8)
+    with pytest.raises(ValueError, match="dequantize_blockwise: " + BS8_MSG.format(bs)):
+        kbit.dequantize_blockwise(q, absmax=np.ones(1, np.float32), blocksize=bs)
+
+
+def test_8bit_blocksizes_follow_the_backend_minor(w):
+    """8192 and 16384 only go to a backend at 8bit 1.1 or later; nesting (4-bit interface) stops at 4096."""
+    from kbit import functional as F
+
+    class Lib:
+        def __init__(self, minor):
+            self.backend_versions = {"8bit": (1, minor)}
+    assert F._blocksizes_8bit(Lib(0)) == (32, 64, 128, 256, 512, 1024, 2048, 4096)
+    assert F._blocksizes_8bit(Lib(1)) == (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+    assert kbit.load("cpu").backend_versions["8bit"] == (1, 1)
+    with pytest.raises(ValueError, match="quantize_blockwise: " + BS_MSG.format(16384)):
+        kbit.quantize_blockwise(w, blocksize=16384, nested=True)
 
 
 def test_bad_quant_type(w):

@@ -14,9 +14,10 @@ DTS = ["fp32", "fp16", "bf16"]
 
 
 @pytest.mark.parametrize("dt", DTS)
-@pytest.mark.parametrize("blocksize", [32, 64, 128, 256, 512, 1024, 2048, 4096])
+@pytest.mark.parametrize("blocksize", [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384])
 def test_quantize_blockwise_is_the_nearest_code(rng, dt, blocksize):
-    A = ref.to_dtype(rng.standard_normal((17, 301)) * 4, dt)
+    # 8192 and 16384: 8bit 1.1 (the CPU backend); the array holds several such blocks.
+    A = ref.to_dtype(rng.standard_normal((17, 301 * (1 + blocksize // 2048))) * 4, dt)
     A.reshape(-1)[:blocksize] = 0  # a zero block
     q, state = kbit.quantize_blockwise(A, blocksize=blocksize)
     assert q.shape == A.shape and q.dtype == np.uint8
@@ -73,7 +74,7 @@ def test_custom_code_and_explicit_absmax(rng):
 
 
 @pytest.mark.parametrize("dt", DTS)
-@pytest.mark.parametrize("blocksize", [64, 4096])
+@pytest.mark.parametrize("blocksize", [64, 4096, 16384])
 def test_dequantize_blockwise_byte_identical_to_bitsandbytes(bnb, rng, dt, blocksize):
     A = ref.to_dtype(rng.standard_normal(3 * blocksize + 5) * 2, dt)
     q, state = kbit.quantize_blockwise(A, blocksize=blocksize)

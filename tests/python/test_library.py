@@ -61,13 +61,15 @@ def test_default_load_is_the_loader_trampolines():
     assert lib is kbit.load()  # cached
     assert lib.backend_name() == "cpu"  # the only backend of a CPU build
     assert lib.kbit_core_interface_version() == (1 << 16)
+    assert lib.backend_versions == kbit.load("cpu").versions  # the default backend's, not libkbit.so's
 
 
 def test_named_backend_uses_its_tables():
     lib = kbit.load("cpu")
     assert not lib.trampolines
     assert lib.name == "cpu" and os.path.basename(lib.path) == "libkbit_cpu.so"
-    assert lib.versions["4bit"] == (1, 0) and lib.versions["8bit"] == (1, 0)
+    assert lib.versions["4bit"] == (1, 0) and lib.versions["8bit"] == (1, 1)  # 8bit 1.1: blocksizes to 16384
+    assert lib.backend_versions == lib.versions
     assert lib.backend_name() == "cpu"
     assert kbit.load(lib.path) is not lib  # another handle for the path spelling, same file
     assert kbit.load(lib.path).path == lib.path
