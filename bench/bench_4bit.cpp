@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "kbit/kbit_4bit.h"
+#include "kbit/kbit_bnb_cpu.h"
 #include "kbit_half.h"
 
 namespace {
@@ -184,7 +185,8 @@ void gemm_cases(Weights& w, const std::string& shape, int M) {
     }
 }
 
-// bitsandbytes' CPU GEMV (AVX512-BF16 builds) on its own layout, built from the same weights: per 32
+// The GEMV on bitsandbytes' CPU layout, kbit's (bnb_cpu interface) beside bitsandbytes' own
+// (AVX512-BF16 builds), the layout built from the same weights: per 32
 // output rows, for each pair of columns, 32 bytes whose low nibbles are rows 0..15 and high nibbles
 // rows 16..31 (byte i: row i / 2, column 2p + i % 2); the scales as bf16, transposed to [K / bs][N].
 void bnb_gemv_cases(Weights& w, const std::string& shape) {
@@ -193,14 +195,13 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
     void* h = kbit_bench::bnb_handle();
     auto gemv = h ? reinterpret_cast<BnbGemv>(dlsym(h, "gemv_4bit_inference_cpu_nf4_bf16")) : nullptr;
     auto has_bf16 = h ? reinterpret_cast<bool (*)()>(dlsym(h, "has_avx512bf16_cpu")) : nullptr;
-    if (gemv == nullptr || !selected("gemv_nf4", "bf16", shape)) return;
-    if (has_bf16 == nullptr || !has_bf16()) {
+    const int64_t N = w.rows, K = w.cols, kb = K / w.bs;
+    if (!selected("gemv_nf4_bnb_layout", "bf16", shape) || N % 32 != 0) return;
+    if (gemv != nullptr && (has_bf16 == nullptr || !has_bf16())) {
         std::fprintf(stderr, "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 skipped: this CPU has no "
                              "AVX512-BF16 (has_avx512bf16_cpu() is false)\n");
-        return;
+        gemv = nullptr;
     }
-    const int64_t N = w.rows, K = w.cols, kb = K / w.bs;
-    if (N % 32 != 0) return;
     std::vector<uint8_t*> packed;
     std::vector<kbit_bf16*> scales;
     auto nibble = [&](const uint8_t* src, int64_t r, int64_t c) {
@@ -224,8 +225,9 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
     }
     Buffer<kbit_bf16> a(K), out(N), ours(N);
     fill(a.p, K, 3);
-    // The layout is this file's reading of bitsandbytes' packer: prove it on one call before timing.
-    gemv(1, N, K, a.p, packed[0], scales[0], out.p, w.bs, K, N);
+    // The layout is this file's reading of bitsandbytes' packer: prove it on one call before timing
+    // (kbit's function of the same name on the same bytes against kbit's GEMV on its own layout).
+    check(gemv_4bit_inference_cpu_nf4_bf16(1, N, K, a.p, packed[0], scales[0], out.p, w.bs, K, N), "bnb-layout gemv");
     check(cgemm_4bit_inference_naive_bf16(static_cast<int>(N), 1, static_cast<int>(K), a.p, w.packed[0], w.absmax[0],
                                           const_cast<float*>(kbit::kNf4Values), ours.p, static_cast<int>(N),
                                           static_cast<int>(K / 2), static_cast<int>(N), static_cast<int>(w.bs), nullptr),
@@ -238,16 +240,23 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
     }
     const bool layout_ok = worst <= largest / 64;  // bf16 scales and output: a few bf16 ulps
     if (!layout_ok)
-        std::fprintf(stderr, "note: bitsandbytes gemv_4bit_inference_cpu_nf4_bf16 not measured on %s: its result "
-                             "differs from kbit's by %g (largest %g), so the repacked layout is wrong\n",
+        std::fprintf(stderr, "note: gemv_4bit_inference_cpu_nf4_bf16 not measured on %s: its result differs from "
+                             "kbit's GEMV by %g (largest %g), so the repacked layout is wrong\n",
                      shape.c_str(), worst, largest);
     const kbit_bench::Traffic traffic{N * K / 2.0 + 2.0 * N * kb + 2.0 * K, 2.0 * N, 2};
     int64_t next = 0;
-    for (int t : options().threads)
-        if (layout_ok) measure("gemv_nf4", "bf16", shape, t, traffic, [&] {
+    for (int t : options().threads) {
+        if (!layout_ok) break;
+        measure("gemv_nf4_bnb_layout", "bf16", shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
-            gemv(1, N, K, a.p, packed[c], scales[c], out.p, w.bs, K, N);
-        }, "bitsandbytes");
+            check(gemv_4bit_inference_cpu_nf4_bf16(1, N, K, a.p, packed[c], scales[c], out.p, w.bs, K, N), "gemv");
+        });
+        if (gemv != nullptr)
+            measure("gemv_nf4_bnb_layout", "bf16", shape, t, traffic, [&] {
+                const int64_t c = next++ % w.copies;
+                gemv(1, N, K, a.p, packed[c], scales[c], out.p, w.bs, K, N);
+            }, "bitsandbytes");
+    }
     for (auto* p : packed) std::free(p);
     for (auto* p : scales) std::free(p);
 }
