@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""ctest cli.quantize: `kbit quantize` / `kbit dequantize` on a small synthetic model (numpy, no torch).
+
+  - every output shard equals, byte for byte, the file the Python package writes for the same model
+    (kbit.functional.quantize_4bit / int8_vectorwise_quant of the float16 copy, kbit.checkpoint.tensors_4bit
+    / tensors_int8 / save), for nf4 and fp4 with and without --double-quant, fp32/fp16/bf16 inputs,
+    blocksizes 64 and 128, int8, a single file and a sharded directory;
+  - the index (weight_map, total_size), config.json's quantization_config and the copied files;
+  - read back by the C API: `kbit dequantize` (libkbit_io.so's reader + the CPU backend) gives exactly
+    the bytes of kbit.functional.dequantize_4bit (int8: CB * SCB / 127 in float32), and every value is
+    within the format's bound of the original weight;
+  - failures: a bad input file, an unwritable output, an existing output directory, an already quantized
+    input, unknown options: the documented exit status, a message, and no output or temporary file.
+Usage: test_quantize.py PATH/TO/kbit"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import kbit.checkpoint as ckpt
+from kbit.functional import dequantize_4bit, get_4bit_type, int8_vectorwise_quant, quantize_4bit
+
+KBIT = sys.argv[1]
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    p = subprocess.run([KBIT, *map(str, args)], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
+rng = np.random.default_rng(11)
+H, I, V = 64, 96, 50
+# module -> shape; which shard it goes to
+MODEL = {
+    "model.embed_tokens.weight": (V, H), "model.norm.weight": (H,), "lm_head.weight": (V, H),
+    "model.layers.0.input_layernorm.weight": (H,), "model.layers.0.self_attn.q_proj.weight": (H, H),
+    "model.layers.0.self_attn.q_proj.bias": (H,), "model.layers.0.mlp.up_proj.weight": (I, H),
+    "model.layers.0.mlp.down_proj.weight": (H, I), "model.layers.1.self_attn.q_proj.weight": (H, H),
+    "model.layers.1.mlp.odd.weight": (3, 11), "model.layers.1.mlp.down_proj.weight": (H, I),
+}
+BASE = {k: rng.standard_normal(s).astype(np.float32) * 0.3 for k, s in MODEL.items()}
+BASE["model.layers.1.mlp.down_proj.weight"][0, :40] = 0.0  # a zero block
+CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": H, "model_type": "llama", "rms_norm_eps": 1e-05,
+          "torch_dtype": "bfloat16", "vocab_size": V, "name": "caf\u00e9"}
+SHARD = lambda k: "model-00001-of-00002.safetensors" if ".layers.1." not in k else "model-00002-of-00002.safetensors"
+DEFAULT_SKIP = ("lm_head", "embed", "norm")
+
+
+def quantized(name, shape, skip=()):
+    module = name[:-len(".weight")]
+    if not name.endswith(".weight") or len(shape) != 2:
+        return False
+    if any(s in module for s in DEFAULT_SKIP):
+        return False
+    return not any(module == s or f".{s}." in f".{module}." for s in skip)
+
+
+def make_model(d, dtype, sharded=True):
+    d.mkdir(parents=True)
+    t = {k: v.astype(DTYPES[dtype]) for k, v in BASE.items()}
+    if not sharded:
+        ckpt.save(d / "model.safetensors", t)
+        return t
+    shards = {}
+    for k, v in t.items():
+        shards.setdefault(SHARD(k), {})[k] = v
+    for f, part in shards.items():
+        ckpt.save(d / f, part)
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": sum(v.nbytes for v in t.values())}, "weight_map": {k: SHARD(k) for k in t}}))
+    (d / "config.json").write_text(json.dumps(CONFIG))
+    (d / "tokenizer.json").write_text('{"version": "1.0"}')
+    return t
+
+
+def python_quantize(t, fmt, blocksize, nested, skip=()):
+    """The checkpoint entries the Python package writes for dense tensors t."""
+    out = {}
+    for k, v in t.items():
+        if not quantized(k, v.shape, skip):
+            out[k] = v
+            continue
+        p = k[:-len(".weight")]
+        if fmt == "int8":
+            cb, scb, _ = int8_vectorwise_quant(v.astype(np.float16))
+            out.update(ckpt.tensors_int8(p, cb, scb))
+        else:
+            packed, state = quantize_4bit(v, blocksize=blocksize, compress_statistics=nested, quant_type=fmt)
+            out.update(ckpt.tensors_4bit(p, packed, state))
+    return out
+
+
+def no_leftovers(d):
+    return [p.name for p in Path(d).iterdir() if ".kbit-" in p.name]
+
+
+def bound_4bit(orig, absmax_restored, fmt, blocksize, dtype):
+    """Largest |orig - dequantized| the format allows per element: half the largest gap of the code
+    table times the block's scale, plus one rounding of the output dtype, plus (nested) the error of
+    the restored scale itself (|absmax - restored| times the largest |code| = 1)."""
+    code = np.sort(get_4bit_type(fmt).astype(np.float64))
+    half_gap = np.max(np.diff(code)) / 2
+    flat = orig.astype(np.float64).reshape(-1)
+    blocks = np.arange(flat.size) // blocksize
+    true_absmax = np.array([np.max(np.abs(flat[blocks == b])) for b in range(blocks.max() + 1)])
+    a = np.maximum(true_absmax, absmax_restored)[blocks]
+    eps = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}[dtype]
+    return a * half_gap * (1 + 1e-6) + np.abs(true_absmax - absmax_restored)[blocks] + a * eps + 1e-30
+
+
+tmp = Path(tempfile.mkdtemp(prefix="kbit-cli-quantize-"))
+case = 0
+for dtype in ("fp32", "bf16", "fp16"):
+    src = tmp / f"dense-{dtype}"
+    dense = make_model(src, dtype)
+    runs = [("nf4", 64, False), ("nf4", 64, True), ("fp4", 128, False), ("fp4", 64, True), ("int8", 0, False)]
+    for fmt, bs, nested in runs:
+        case += 1
+        out = tmp / f"q{case}"
+        args = ["quantize", src, out, f"--{fmt}"] + (["--blocksize", bs] if bs and bs != 64 else []) + \
+            (["--double-quant"] if nested else []) + ["--compute-dtype", "fp16"]
+        rc, so, se = run(*args)
+        label = f"{dtype} {fmt} bs{bs} nested={nested}"
+        check(rc == 0, f"{label}: exit 0, got {rc}: {se}")
+        if rc != 0:
+            continue
+        # Not a tty: one plain line per tensor, then the summary.
+        lines = se.strip().split("\n")
+        check(len(lines) == len(MODEL) + 1 and lines[0].startswith(f"kbit quantize 1/{len(MODEL)} ") and
+              lines[-1].startswith(f"kbit quantize: wrote {out}"), f"{label}: progress lines {lines[:2]}")
+        expected = python_quantize(dense, fmt, bs or 64, nested)
+        shards = {}
+        for k, v in expected.items():
+            base = k if k in dense else next(d for d in dense if k.startswith(d[:-len(".weight")] + "."))
+            shards.setdefault(SHARD(base), {})[k] = v
+        for f, part in shards.items():
+            ckpt.save(tmp / "expected.safetensors", part)
+            check((out / f).read_bytes() == (tmp / "expected.safetensors").read_bytes(),
+                  f"{label}: {f} equals the Python package's file byte for byte")
+        idx = json.loads((out / "model.safetensors.index.json").read_text())
+        check(idx["weight_map"] == {k: SHARD(k if k in dense else next(d for d in dense if k.startswith(d[:-7] + ".")))
+                                    for k in expected}, f"{label}: index weight_map")
+        check(idx["metadata"]["total_size"] == sum(v.nbytes for v in expected.values()), f"{label}: total_size")
+        check((out / "model.safetensors.index.json").read_text() == json.dumps(idx, indent=2, sort_keys=True) + "\n",
+              f"{label}: index written as transformers writes it")
+        cfg_text = (out / "config.json").read_text()
+        cfg = json.loads(cfg_text)
+        check(cfg_text == json.dumps(cfg, indent=2, sort_keys=True) + "\n", f"{label}: config.json format")
+        qc = cfg.pop("quantization_config", None)
+        check(cfg == CONFIG, f"{label}: the rest of config.json kept")
+        four = fmt != "int8"
+        check(qc == {"_load_in_4bit": four, "_load_in_8bit": not four, "bnb_4bit_compute_dtype": "float16",
+                     "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4" if fmt == "int8" else fmt,
+                     "bnb_4bit_use_double_quant": nested, "llm_int8_enable_fp32_cpu_offload": False,
+                     "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0,
+                     "load_in_4bit": four, "load_in_8bit": not four, "quant_method": "bitsandbytes"},
+              f"{label}: quantization_config {qc}")
+        check((out / "tokenizer.json").read_text() == '{"version": "1.0"}', f"{label}: other files copied")
+        check(not no_leftovers(tmp), f"{label}: no temporary files")
+
+        # Read back through the C API: dequantize, exact against Python, and within the format's bound.
+        back = tmp / f"d{case}"
+        rc, so, se = run("dequantize", back.parent / out.name, back, "--quiet")
+        check(rc == 0 and se == "", f"{label}: dequantize exit 0 and quiet, got {rc} {se!r}")
+        if rc != 0:
+            continue
+        got = {}
+        for f in sorted(back.glob("*.safetensors")):
+            got.update(ckpt.load(f))
+        check(sorted(got) == sorted(dense), f"{label}: dequantized tensor names")
+        check("quantization_config" not in json.loads((back / "config.json").read_text()), f"{label}: config cleaned")
+        for k, orig in dense.items():
+            if not quantized(k, orig.shape):
+                check(got[k].dtype == orig.dtype and got[k].tobytes() == orig.tobytes(), f"{label}: {k} copied")
+                continue
+            p = k[:-7]
+            if fmt == "int8":
+                cb, scb = ckpt.load_int8(expected, p)
+                want = ((cb.astype(np.float32) * scb[:, None]) * np.float32(7.874015718698502e-3)).astype(np.float16)
+                check(got[k].dtype == np.float16 and got[k].tobytes() == want.tobytes(), f"{label}: {k} int8 exact")
+                err = np.abs(got[k].astype(np.float64) - orig.astype(np.float64))
+                lim = scb[:, None].astype(np.float64) / 127 / 2 * (1 + 1e-5) + np.abs(orig.astype(np.float64)) * 2.0**-10
+                check(np.all(err <= lim), f"{label}: {k} int8 within half a step (max excess {np.max(err - lim)})")
+                continue
+            packed, state = ckpt.load_4bit(expected, p)
+            want = dequantize_4bit(packed, state)
+            check(got[k].dtype == orig.dtype and got[k].shape == orig.shape and got[k].tobytes() == want.tobytes(),
+                  f"{label}: {k} dequantized exactly as the Python package")
+            if state.nested:
+                from kbit.functional import dequantize_blockwise
+                restored = (dequantize_blockwise(state.absmax, state.state2).astype(np.float64) + float(state.offset))
+            else:
+                restored = state.absmax.astype(np.float64)
+            err = np.abs(got[k].astype(np.float64) - orig.astype(np.float64)).reshape(-1)
+            check(np.all(err <= bound_4bit(orig, restored, fmt, state.blocksize, dtype)),
+                  f"{label}: {k} within the {fmt} bound")
+
+# -- a single file, --skip, default dtype of dequantize and --dtype
+src = tmp / "single"
+dense = make_model(src, "bf16", sharded=False)
+out = tmp / "single-q.safetensors"
+rc, so, se = run("quantize", src / "model.safetensors", out, "--nf4", "--skip", "mlp.down_proj", "--quiet")
+check(rc == 0 and se == "" and so == "", f"single file --quiet: exit 0 and silent, got {rc} {se!r}")
+expected = python_quantize(dense, "nf4", 64, False, skip=("mlp.down_proj",))
+ckpt.save(tmp / "expected.safetensors", expected)
+check(out.read_bytes() == (tmp / "expected.safetensors").read_bytes(), "single file with --skip: same bytes as Python")
+check("model.layers.0.mlp.down_proj.weight" in expected and "model.layers.0.mlp.down_proj.weight.absmax" not in expected,
+      "--skip kept down_proj dense")
+rc, so, se = run("dequantize", out, tmp / "single-d.safetensors", "--dtype", "fp32", "--quiet")
+got = ckpt.load(tmp / "single-d.safetensors") if rc == 0 else {}
+check(rc == 0 and got["model.layers.0.self_attn.q_proj.weight"].dtype == np.float32, "--dtype fp32")
+rc, so, se = run("inspect", out, "--json")
+j = json.loads(so) if rc == 0 else {}
+check(rc == 0 and [q["prefix"] for q in j["quantized"]] == sorted(
+    k[:-7] for k in dense if quantized(k, dense[k].shape, ("mlp.down_proj",))), "kbit inspect reads the output")
+
+# -- failures: status, message, nothing written
+def fails(args, code, message, outp):
+    rc, so, se = run(*args)
+    parent = Path(outp).parent if Path(outp).parent.is_dir() else tmp
+    check(rc == code and message in se and not Path(outp).exists() and not no_leftovers(parent),
+          f"{args[:1]} {message!r}: exit {code}, message, no output; got {rc} {se!r}")
+
+
+garbage = tmp / "garbage.safetensors"
+garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
+fails(["quantize", garbage, tmp / "o1.safetensors", "--nf4"], 1, "the header is not valid JSON", tmp / "o1.safetensors")
+fails(["dequantize", garbage, tmp / "o2.safetensors"], 1, "the header is not valid JSON", tmp / "o2.safetensors")
+fails(["quantize", tmp / "missing.safetensors", tmp / "o3.safetensors", "--fp4"], 1, "cannot open", tmp / "o3.safetensors")
+fails(["quantize", src / "model.safetensors", garbage / "o4.safetensors", "--nf4"], 1, "cannot create a file beside it",
+      garbage / "o4.safetensors")
+fails(["quantize", tmp / "dense-fp32", garbage / "o5", "--nf4"], 1, "cannot create a directory beside it", garbage / "o5")
+fails(["quantize", out, tmp / "o6.safetensors", "--nf4"], 1, "already holds", tmp / "o6.safetensors")
+(tmp / "exists").mkdir()
+rc, so, se = run("quantize", tmp / "dense-fp32", tmp / "exists", "--nf4")
+check(rc == 1 and "already exists" in se and not list((tmp / "exists").iterdir()) and not no_leftovers(tmp),
+      f"existing output directory: exit 1; got {rc} {se!r}")
+for args, msg in ((["--bogus"], "unknown option '--bogus'"), ([], "one of --nf4, --fp4, --int8 is required"),
+                  (["--nf4", "--fp4"], "exclude each other"), (["--nf4", "--blocksize", "48"], "--blocksize 48"),
+                  (["--int8", "--double-quant"], "are for --nf4"), (["--nf4", "--compute-dtype", "int4"], "--compute-dtype int4")):
+    fails(["quantize", src / "model.safetensors", tmp / "o7.safetensors", *args], 2, msg, tmp / "o7.safetensors")
+fails(["dequantize", out, tmp / "o8.safetensors", "--dtype", "f8"], 2, "--dtype f8", tmp / "o8.safetensors")
+fails(["dequantize", out], 2, "IN and OUT are required", tmp / "o9")
+for cmd in ("quantize", "dequantize"):
+    rc, so, se = run(cmd, "--help")
+    check(rc == 0 and so.startswith(f"usage: kbit {cmd} IN OUT"), f"{cmd} --help")
+rc, so, se = run("help")
+check("  quantize " in so and "  dequantize " in so, "kbit help lists quantize and dequantize")
+
+if failures:
+    print(f"cli.quantize FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
+    sys.exit(1)
+print(f"cli.quantize: OK ({checks} checks, {case} conversions)")
