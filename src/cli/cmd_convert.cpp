@@ -496,23 +496,30 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
 
 int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     open_job(j);
-    // The tensors that belong to a layer, and the layer whose weight each P.weight is.
+    // The layer whose weight each P.weight is; the other tensors of a layer (P.weight.* of a 4-bit
+    // layer, P.SCB and P.weight_format of an int8 one) are dropped.
     std::map<std::string, const kbit_io_quant*> layer_of_weight;
-    std::set<std::string> companions;
+    std::map<std::string, int32_t> format_of;  // prefix -> format
     for (size_t i = 0; i < kbit_io_quant_count(j.ck); ++i) {
         const kbit_io_quant* q;
         check_io(kbit_io_quant_describe(j.ck, i, &q));
-        const std::string P = q->prefix, W = P + ".weight";
-        layer_of_weight[W] = q;
-        for (size_t k = 0; k < kbit_io_tensor_count(j.ck); ++k) {
-            const kbit_io_tensor* t;
-            check_io(kbit_io_tensor_at(j.ck, k, &t));
-            const std::string n = t->name;
-            if (q->format == KBIT_IO_FORMAT_INT8 ? (n == P + ".SCB" || n == P + ".weight_format")
-                                                 : n.compare(0, W.size() + 1, W + ".") == 0)
-                companions.insert(n);
-        }
+        layer_of_weight[std::string(q->prefix) + ".weight"] = q;
+        format_of[q->prefix] = q->format;
     }
+    auto companion = [&](const std::string& n) {
+        for (size_t at = n.find(".weight."); at != std::string::npos; at = n.find(".weight.", at + 1)) {
+            const auto f = format_of.find(n.substr(0, at));
+            if (f != format_of.end() && f->second != KBIT_IO_FORMAT_INT8) return true;
+        }
+        for (const char* suffix : {".SCB", ".weight_format"}) {
+            const size_t len = std::strlen(suffix);
+            if (n.size() > len && n.compare(n.size() - len, len, suffix) == 0) {
+                const auto f = format_of.find(n.substr(0, n.size() - len));
+                if (f != format_of.end() && f->second == KBIT_IO_FORMAT_INT8) return true;
+            }
+        }
+        return false;
+    };
     const size_t count = kbit_io_tensor_count(j.ck);
     uint64_t total_in = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -529,7 +536,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
         check_io(kbit_io_tensor_at(j.ck, i, &t));
         const std::string name = t->name;
         kbit_io_writer* w = j.writers[t->shard];
-        if (companions.count(name)) {
+        if (companion(name)) {
             progress.step(name, t->nbytes, "dropped (part of a layer)");
             continue;
         }

@@ -14,6 +14,7 @@
 Usage: test_quantize.py PATH/TO/kbit"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -264,5 +265,7 @@ check("  quantize " in so and "  dequantize " in so, "kbit help lists quantize a
 
 if failures:
     print(f"cli.quantize FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
+    print(f"(files kept in {tmp})")
     sys.exit(1)
+shutil.rmtree(tmp)
 print(f"cli.quantize: OK ({checks} checks, {case} conversions)")

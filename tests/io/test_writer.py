@@ -11,6 +11,7 @@ Usage: test_writer.py PATH/TO/libkbit_io.so CHECKPOINTS_DIR"""
 import ctypes as C
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -231,5 +232,7 @@ check(lib.kbit_io_writer_finish(w) == INVALID and b"cannot rename" in lib.kbit_i
 
 if failures:
     print(f"io.writer FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
+    print(f"(files kept in {tmp})")
     sys.exit(1)
+shutil.rmtree(tmp)
 print(f"io.writer: OK ({checks} checks, {len(offsets)} offsets)")
