@@ -210,6 +210,9 @@ void check_io(kbit_status s) {
 void open_job(Job& j) {
     j.in = strip_slashes(j.in);
     j.out = strip_slashes(j.out);
+    // The index file itself stands for its directory (the shards, config.json and the rest are there).
+    if (!is_dir(j.in) && j.in.size() > 5 && j.in.compare(j.in.size() - 5, 5, ".json") == 0)
+        j.in = j.in.find('/') == std::string::npos ? "." : j.in.substr(0, j.in.rfind('/'));
     j.dir = is_dir(j.in);
     check_io(kbit_io_open(j.in.c_str(), &j.ck));
     check(kbit_loader_open("cpu", &j.backend), "the CPU backend");

@@ -211,6 +211,11 @@ for dtype in ("fp32", "bf16", "fp16"):
             check(np.all(err <= bound_4bit(orig, restored, fmt, state.blocksize, dtype)),
                   f"{label}: {k} within the {fmt} bound")
 
+# -- the index file as IN stands for its directory
+rc, so, se = run("quantize", tmp / "dense-fp32" / "model.safetensors.index.json", tmp / "via-index", "--nf4", "--quiet")
+check(rc == 0 and (tmp / "via-index" / "model-00002-of-00002.safetensors").read_bytes() ==
+      (tmp / "q1" / "model-00002-of-00002.safetensors").read_bytes(), f"IN as the index file; got {rc} {se!r}")
+
 # -- a single file, --skip, default dtype of dequantize and --dtype
 src = tmp / "single"
 dense = make_model(src, "bf16", sharded=False)
