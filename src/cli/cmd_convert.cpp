@@ -71,7 +71,7 @@ const char kQuantizeUsage[] =
     "  --skip PATTERN     also keep these modules dense: a module name, a dotted suffix or prefix of one\n"
     "                     (\"lm_head\", \"mlp.down_proj\"), or a glob (\"*.layers.0.*\"); repeatable\n"
     "  --no-default-skip  do not skip lm_head, *embed*, *norm*, wte, wpe (the defaults)\n"
-    "  --compute-dtype D  bnb_4bit_compute_dtype of config.json (default bf16)\n"
+    "  --compute-dtype D  4-bit: bnb_4bit_compute_dtype of config.json (default bf16)\n"
     "  --quiet            no progress output\n"
     "\n"
     "exit status: 0 done, 1 bad input or failed write (nothing is written), 2 usage error\n";
@@ -484,9 +484,10 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             for (const std::string& s : o.skip) mods.push_back(s);
             qc["llm_int8_skip_modules"] = mods;
         }
-        qc["bnb_4bit_quant_type"] = o.format == KBIT_IO_FORMAT_FP4 ? "fp4" : "nf4";
+        // An int8 model keeps BitsAndBytesConfig's 4-bit defaults (fp4, float32), as transformers writes them.
+        qc["bnb_4bit_quant_type"] = !four ? "fp4" : o.format == KBIT_IO_FORMAT_FP4 ? "fp4" : "nf4";
         qc["bnb_4bit_use_double_quant"] = o.nested;
-        qc["bnb_4bit_compute_dtype"] = torch_name(o.compute_dtype);
+        qc["bnb_4bit_compute_dtype"] = four ? torch_name(o.compute_dtype) : "float32";
         qc["bnb_4bit_quant_storage"] = "uint8";
         cfg["quantization_config"] = qc;
     });
@@ -606,6 +607,7 @@ int usage_error(const char* cmd, const std::string& msg, const char* usage) {
 
 int run_quantize(int argc, char** argv) {
     QuantOptions o;
+    bool blocksize_given = false, compute_given = false;
     std::vector<std::string> pos;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -624,6 +626,7 @@ int run_quantize(int argc, char** argv) {
             if (!v || *end || b < KBIT_BLOCKSIZE_MIN || b > KBIT_BLOCKSIZE_MAX || (b & (b - 1)))
                 return usage_error("quantize", fmt("--blocksize %s: not a power of two in 32 ... 4096", v ? v : "(missing)"), kQuantizeUsage);
             o.blocksize = static_cast<int>(b);
+            blocksize_given = true;
         } else if (a == "--double-quant") {
             o.nested = true;
         } else if (a == "--skip") {
@@ -636,6 +639,7 @@ int run_quantize(int argc, char** argv) {
             const char* v = value();
             if (!v || !parse_dtype(v, o.compute_dtype))
                 return usage_error("quantize", fmt("--compute-dtype %s: not fp32, fp16 or bf16", v ? v : "(missing)"), kQuantizeUsage);
+            compute_given = true;
         } else if (a == "--quiet" || a == "-q") {
             o.quiet = true;
         } else if (!a.empty() && a[0] == '-') {
@@ -646,8 +650,8 @@ int run_quantize(int argc, char** argv) {
     }
     if (pos.size() != 2) return usage_error("quantize", "IN and OUT are required (and nothing else)", kQuantizeUsage);
     if (o.format < 0) return usage_error("quantize", "one of --nf4, --fp4, --int8 is required", kQuantizeUsage);
-    if (o.format == KBIT_IO_FORMAT_INT8 && (o.nested || o.blocksize != 64))
-        return usage_error("quantize", "--double-quant and --blocksize are for --nf4 / --fp4", kQuantizeUsage);
+    if (o.format == KBIT_IO_FORMAT_INT8 && (o.nested || blocksize_given || compute_given))
+        return usage_error("quantize", "--double-quant, --blocksize and --compute-dtype are for --nf4 / --fp4", kQuantizeUsage);
     Job j;
     j.in = pos[0];
     j.out = pos[1];

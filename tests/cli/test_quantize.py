@@ -134,7 +134,7 @@ for dtype in ("fp32", "bf16", "fp16"):
         case += 1
         out = tmp / f"q{case}"
         args = ["quantize", src, out, f"--{fmt}"] + (["--blocksize", bs] if bs and bs != 64 else []) + \
-            (["--double-quant"] if nested else []) + ["--compute-dtype", "fp16"]
+            (["--double-quant"] if nested else []) + (["--compute-dtype", "fp16"] if fmt != "int8" else [])
         rc, so, se = run(*args)
         label = f"{dtype} {fmt} bs{bs} nested={nested}"
         check(rc == 0, f"{label}: exit 0, got {rc}: {se}")
@@ -165,8 +165,10 @@ for dtype in ("fp32", "bf16", "fp16"):
         qc = cfg.pop("quantization_config", None)
         check(cfg == CONFIG, f"{label}: the rest of config.json kept")
         four = fmt != "int8"
-        check(qc == {"_load_in_4bit": four, "_load_in_8bit": not four, "bnb_4bit_compute_dtype": "float16",
-                     "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4" if fmt == "int8" else fmt,
+        # (int8: BitsAndBytesConfig's 4-bit defaults)
+        check(qc == {"_load_in_4bit": four, "_load_in_8bit": not four,
+                     "bnb_4bit_compute_dtype": "float16" if four else "float32",
+                     "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "fp4" if fmt == "int8" else fmt,
                      "bnb_4bit_use_double_quant": nested, "llm_int8_enable_fp32_cpu_offload": False,
                      "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0,
                      "load_in_4bit": four, "load_in_8bit": not four, "quant_method": "bitsandbytes"},
@@ -258,7 +260,8 @@ check(rc == 1 and "already exists" in se and not list((tmp / "exists").iterdir()
       f"existing output directory: exit 1; got {rc} {se!r}")
 for args, msg in ((["--bogus"], "unknown option '--bogus'"), ([], "one of --nf4, --fp4, --int8 is required"),
                   (["--nf4", "--fp4"], "exclude each other"), (["--nf4", "--blocksize", "48"], "--blocksize 48"),
-                  (["--int8", "--double-quant"], "are for --nf4"), (["--nf4", "--compute-dtype", "int4"], "--compute-dtype int4")):
+                  (["--int8", "--double-quant"], "are for --nf4"), (["--int8", "--blocksize", "64"], "are for --nf4"),
+                  (["--int8", "--compute-dtype", "bf16"], "are for --nf4"), (["--nf4", "--compute-dtype", "int4"], "--compute-dtype int4")):
     fails(["quantize", src / "model.safetensors", tmp / "o7.safetensors", *args], 2, msg, tmp / "o7.safetensors")
 fails(["dequantize", out, tmp / "o8.safetensors", "--dtype", "f8"], 2, "--dtype f8", tmp / "o8.safetensors")
 fails(["dequantize", out], 2, "IN and OUT are required", tmp / "o9")
