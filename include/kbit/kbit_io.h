@@ -394,7 +394,8 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  *
  * @param path      NUL-terminated destination path; its directory must exist and be writable.
  * @param[out] out  receives the writer; untouched on failure.
- * @param writer    a writer from kbit_io_writer_create() (finish and discard also accept NULL).
+ * @param writer    a writer from kbit_io_writer_create() (kbit_io_writer_discard(NULL) does nothing,
+ *                  kbit_io_writer_finish(NULL) returns KBIT_STATUS_INVALID_ARGUMENT).
  * @param key, value  NUL-terminated UTF-8 strings.
  * @param name      the tensor's key: UTF-8, not `__metadata__`, not yet added.
  * @param dtype     KBIT_IO_DTYPE_* of the tensor.

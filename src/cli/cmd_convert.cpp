@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,6 +145,16 @@ json parse_json(const std::string& p) {
     }
 }
 
+// SIGINT / SIGTERM / SIGHUP: stop after the current tensor and remove what was written.
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int sig) { g_stop = sig; }
+void catch_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 // The terminal progress line or plain lines.
 class Progress {
 public:
@@ -153,6 +164,7 @@ public:
     void step(const std::string& name, uint64_t bytes, const std::string& what) {
         ++done_;
         done_bytes_ += bytes;
+        if (g_stop) throw Failure(fmt("interrupted by signal %d; nothing was written", static_cast<int>(g_stop)));
         if (quiet_) return;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         const double rate = s > 0 ? done_bytes_ / s : 0;
@@ -655,6 +667,7 @@ int run_quantize(int argc, char** argv) {
     Job j;
     j.in = pos[0];
     j.out = pos[1];
+    catch_signals();
     try {
         return run_quantize_job(j, o);
     } catch (const Failure& e) {
@@ -690,6 +703,7 @@ int run_dequantize(int argc, char** argv) {
     Job j;
     j.in = pos[0];
     j.out = pos[1];
+    catch_signals();
     try {
         return run_dequantize_job(j, dtype, quiet);
     } catch (const std::exception& e) {
