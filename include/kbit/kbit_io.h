@@ -37,7 +37,17 @@
  * the symbols carry the version node KBIT_IO_<major>.<minor> of the minor that added them.
  * io 1.1 adds writing: kbit_io_writer_create() ... kbit_io_writer_finish() write a `.safetensors` file
  * byte for byte as the safetensors library and kbit.checkpoint.save() write it, with the bitsandbytes
- * layers in the layout transformers reads.
+ * layers in the layout transformers reads (`kbit quantize` is built on it):
+ *
+ *     kbit_io_writer* w;
+ *     kbit_io_quant layer = {sizeof layer};   (prefix, format, blocksize, shape, dtype, weight, absmax,
+ *                                              quant_map, ... as kbit_io_quant_describe() fills them)
+ *     if (kbit_io_writer_create("out.safetensors", &w) != KBIT_STATUS_SUCCESS) ...
+ *     kbit_io_writer_metadata(w, "format", "pt");
+ *     kbit_io_writer_add(w, "model.norm.weight", KBIT_IO_DTYPE_BF16, 1, shape, data);
+ *     kbit_io_writer_add_quant(w, &layer);
+ *     if (kbit_io_writer_finish(w) != KBIT_STATUS_SUCCESS)   (frees w; out.safetensors untouched)
+ *         fprintf(stderr, "%s\n", kbit_io_last_error_message());
  */
 #ifndef KBIT_IO_H
 #define KBIT_IO_H
