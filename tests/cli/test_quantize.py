@@ -6,12 +6,14 @@
     / tensors_int8 / save), for nf4 and fp4 with and without --double-quant, fp32/fp16/bf16 inputs,
     blocksizes 64 and 128, int8, a single file and a sharded directory;
   - the index (weight_map, total_size), config.json's quantization_config and the copied files;
-  - read back by the C API: `kbit dequantize` (libkbit_io.so's reader + the CPU backend) gives exactly
+  - read back by the C API: every layer libkbit_io.so describes in the output (its weight, scales,
+    maps, nested offset, blocksize, shape, dtype) equals what the Python package computed; `kbit dequantize` (libkbit_io.so's reader + the CPU backend) gives exactly
     the bytes of kbit.functional.dequantize_4bit (int8: CB * SCB / 127 in float32), and every value is
     within the format's bound of the original weight;
   - failures: a bad input file, an unwritable output, an existing output directory, an already quantized
     input, unknown options: the documented exit status, a message, and no output or temporary file.
-Usage: test_quantize.py PATH/TO/kbit"""
+Usage: test_quantize.py PATH/TO/kbit PATH/TO/libkbit_io.so"""
+import ctypes as C
 import json
 import os
 import shutil
@@ -27,6 +29,10 @@ import kbit.checkpoint as ckpt
 from kbit.functional import dequantize_4bit, get_4bit_type, int8_vectorwise_quant, quantize_4bit
 
 KBIT = sys.argv[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "io"))
+from kbit_io_ctypes import SUCCESS, P, Quant, load, raw  # noqa: E402
+
+io = load(sys.argv[2])
 failures = []
 checks = 0
 
@@ -175,6 +181,38 @@ for dtype in ("fp32", "bf16", "fp16"):
               f"{label}: quantization_config {qc}")
         check((out / "tokenizer.json").read_text() == '{"version": "1.0"}', f"{label}: other files copied")
         check(not no_leftovers(tmp), f"{label}: no temporary files")
+
+        # Every layer as libkbit_io describes it, field by field against the Python package's arrays.
+        ck = P()
+        check(io.kbit_io_open(str(out).encode(), C.byref(ck)) == SUCCESS, f"{label}: kbit_io_open")
+        prefixes = ckpt.quantized_prefixes(expected)
+        check(io.kbit_io_quant_count(ck) == len(prefixes["4bit"] + prefixes["int8"]) > 0, f"{label}: layer count")
+        for p in prefixes["4bit"] + prefixes["int8"]:
+            q = C.POINTER(Quant)()
+            if io.kbit_io_quant_find(ck, p.encode(), C.byref(q)) != SUCCESS:
+                check(False, f"{label}: {p} described")
+                continue
+            q = q.contents
+            if fmt == "int8":
+                cb, scb = ckpt.load_int8(expected, p)
+                check(q.format == 2 and raw(q.weight, q.weight_bytes) == cb.tobytes() and
+                      raw(q.scb, 4 * cb.shape[0]) == scb.tobytes() and [q.shape[0], q.shape[1]] == list(cb.shape),
+                      f"{label}: {p} int8 fields")
+                continue
+            packed, state = ckpt.load_4bit(expected, p)
+            ok = (q.format == (0 if fmt == "nf4" else 1) and q.blocksize == state.blocksize and
+                  [q.shape[i] for i in range(q.ndim)] == list(state.shape) and
+                  q.dtype_name.decode() == state.dtype.name and q.nested == state.nested and
+                  raw(q.weight, q.weight_bytes) == packed.tobytes() and
+                  raw(q.absmax, q.absmax_bytes) == state.absmax.tobytes() and
+                  raw(q.quant_map, 64) == state.code.tobytes())
+            if state.nested:
+                ok = ok and (raw(q.nested_absmax, 4 * q.nested_blocks) == state.state2.absmax.tobytes() and
+                             raw(q.nested_quant_map, 1024) == state.state2.code.tobytes() and
+                             np.float32(q.nested_offset).tobytes() == np.float32(state.offset).tobytes() and
+                             q.nested_blocksize == state.state2.blocksize)
+            check(ok, f"{label}: {p} every field as the Python package computed it")
+        io.kbit_io_close(ck)
 
         # Read back through the C API: dequantize, exact against Python, and within the format's bound.
         back = tmp / f"d{case}"
