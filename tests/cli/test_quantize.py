@@ -256,6 +256,24 @@ rc, so, se = run("quantize", tmp / "dense-fp32" / "model.safetensors.index.json"
 check(rc == 0 and (tmp / "via-index" / "model-00002-of-00002.safetensors").read_bytes() ==
       (tmp / "q1" / "model-00002-of-00002.safetensors").read_bytes(), f"IN as the index file; got {rc} {se!r}")
 
+# -- a valid file whose float tensors are not aligned (a 3-byte tensor first): quantized from a copy
+import struct  # noqa: E402
+odd = {"a.note": np.arange(3, dtype=np.uint8), "a.proj.weight": BASE["model.layers.0.mlp.up_proj.weight"],
+       "a.bias": BASE["model.norm.weight"].astype(ml_dtypes.bfloat16)}
+header, data = {}, b""
+for k in ("a.note", "a.proj.weight", "a.bias"):
+    b = odd[k].tobytes()
+    header[k] = {"dtype": {"uint8": "U8", "float32": "F32", "bfloat16": "BF16"}[odd[k].dtype.name],
+                 "shape": list(odd[k].shape), "data_offsets": [len(data), len(data) + len(b)]}
+    data += b
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+(tmp / "odd.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + data)
+rc, so, se = run("quantize", tmp / "odd.safetensors", tmp / "odd-q.safetensors", "--fp4", "--double-quant", "--quiet")
+ckpt.save(tmp / "expected.safetensors", python_quantize(ckpt.load(tmp / "odd.safetensors"), "fp4", 64, True))
+check(rc == 0 and (tmp / "odd-q.safetensors").read_bytes() == (tmp / "expected.safetensors").read_bytes(),
+      f"misaligned input: same bytes as Python; got {rc} {se!r}")
+
 # -- a single file, --skip, default dtype of dequantize and --dtype
 src = tmp / "single"
 dense = make_model(src, "bf16", sharded=False)
