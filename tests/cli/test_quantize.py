@@ -285,6 +285,10 @@ ckpt.save(tmp / "expected.safetensors", expected)
 check(out.read_bytes() == (tmp / "expected.safetensors").read_bytes(), "single file with --skip: same bytes as Python")
 check("model.layers.0.mlp.down_proj.weight" in expected and "model.layers.0.mlp.down_proj.weight.absmax" not in expected,
       "--skip kept down_proj dense")
+# A directory with one model.safetensors (no index): the same file inside a new directory.
+rc, so, se = run("quantize", src, tmp / "single-dir", "--nf4", "--skip", "mlp.down_proj", "--quiet")
+check(rc == 0 and sorted(p.name for p in (tmp / "single-dir").iterdir()) == ["model.safetensors"] and
+      (tmp / "single-dir" / "model.safetensors").read_bytes() == out.read_bytes(), f"directory without index; got {rc} {se!r}")
 rc, so, se = run("dequantize", out, tmp / "single-d.safetensors", "--dtype", "fp32", "--quiet")
 got = ckpt.load(tmp / "single-d.safetensors") if rc == 0 else {}
 check(rc == 0 and got["model.layers.0.self_attn.q_proj.weight"].dtype == np.float32, "--dtype fp32")
