@@ -366,7 +366,8 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  * order: by element type in the safetensors order (U64, I64, F64, F32, U32, I32, BF16, F16, U16, I16,
  * F8_E4M3, F8_E5M2, I8, U8, BOOL), then by name (byte-wise); spaces pad it to a multiple of 8 bytes,
  * and the data follows without gaps. A file the Python package writes with kbit.checkpoint.save()
- * from the same tensors and metadata is identical byte for byte.
+ * from the same tensors and metadata is identical byte for byte (with more than one metadata entry
+ * the Python writer's key order is not fixed; this one sorts them).
  *
  * kbit_io_writer_create() only prepares: it creates the temporary file `path`.kbit-tmp-XXXXXX beside
  * `path` (so an unwritable destination fails here) and a scratch file. kbit_io_writer_metadata() sets
