@@ -545,7 +545,8 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     }
     Progress progress("kbit dequantize", quiet, count, total_in);
     std::map<std::string, size_t> weight_map;
-    std::vector<float> absmax, wf;
+    std::vector<float> absmax;
+    std::vector<uint16_t> half_row;
     std::vector<uint8_t> out;
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
@@ -570,19 +571,26 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
         if (q->format == KBIT_IO_FORMAT_INT8) {
             const int64_t rows = q->shape[0], cols = q->shape[1];
             const int8_t* cbp = static_cast<const int8_t*>(q->weight);
-            std::vector<float> scb_copy(q->scb, q->scb + rows);  // memcpy'd: the file may not align it
+            std::vector<float> scb_copy(static_cast<size_t>(rows));  // copied: the file may not align it
             std::memcpy(scb_copy.data(), static_cast<const void*>(q->scb), static_cast<size_t>(rows) * 4);
-            for (int64_t r = 0; r < rows; ++r)
-                for (int64_t c = 0; c < cols; ++c) {
-                    // bitsandbytes' int8_vectorwise_dequant: CB * SCB * (1 / 127) in float32.
-                    const float v = static_cast<float>(cbp[r * cols + c]) * scb_copy[r] * 7.874015718698502e-3f;
-                    const size_t k = static_cast<size_t>(r * cols + c);
-                    if (dt == KBIT_DTYPE_FP32) std::memcpy(out.data() + 4 * k, &v, 4);
-                    else {
-                        const uint16_t h = dt == KBIT_DTYPE_FP16 ? kbit::float_to_half(v) : kbit::float_to_bf16(v);
-                        std::memcpy(out.data() + 2 * k, &h, 2);
-                    }
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t r = 0; r < rows; ++r) {
+                // bitsandbytes' int8_vectorwise_dequant: CB * SCB * (1 / 127) in float32.
+                const int8_t* in = cbp + r * cols;
+                for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<float>(in[c]) * scb_copy[r] * 7.874015718698502e-3f;
+                uint8_t* dst = out.data() + static_cast<size_t>(r * cols) * dtype_size(dt);
+                if (dt == KBIT_DTYPE_FP32) {
+                    std::memcpy(dst, row.data(), static_cast<size_t>(cols) * 4);
+                    continue;
                 }
+                std::vector<uint16_t>& h = half_row;
+                h.resize(static_cast<size_t>(cols));
+                if (dt == KBIT_DTYPE_FP16)
+                    for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_half(row[c]);
+                else
+                    for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_bf16(row[c]);
+                std::memcpy(dst, h.data(), static_cast<size_t>(cols) * 2);
+            }
         } else {
             absmax.resize(q->blocks);
             if (q->nested) {
