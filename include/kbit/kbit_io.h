@@ -420,8 +420,9 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  *                  256 floats, nested_offset finite; INT8: ndim 2, weight shape[0] * shape[1] int8,
  *                  scb shape[0] floats. No name it adds may exist already.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (a NULL or bad argument, a name added
- *         twice or not UTF-8, a path whose temporary file cannot be created, a write or rename that
- *         fails: the message names the function, the file, the tensor and the field);
+ *         twice or not UTF-8, a path whose temporary file cannot be created, a header larger than the
+ *         100 000 000 bytes safetensors reads, a write or rename that fails: the message names the
+ *         function, the file, the tensor and the field);
  *         KBIT_STATUS_OUT_OF_MEMORY.
  * @since io 1.1
  */

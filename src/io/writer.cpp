@@ -427,6 +427,9 @@ KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
             }
             h += "}";
             h.append((8 - h.size() % 8) % 8, ' ');
+            if (h.size() > kbit::io::kMaxHeader)
+                throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads",
+                                     w->path.c_str(), h.size(), kbit::io::kMaxHeader));
             uint8_t len[8];
             for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
             write_all(w->tmp_fd, len, 8, 0, w->tmp_path);
