@@ -1,5 +1,5 @@
 /*
- * kbit_io.h — reading bitsandbytes checkpoints (safetensors files) from C: libkbit_io.so.
+ * kbit_io.h — reading and writing bitsandbytes checkpoints (safetensors files) from C: libkbit_io.so.
  *
  * A host-only library, independent of the loader and of every backend: it memory-maps a
  * `.safetensors` file (or every shard of a sharded model directory), lists its tensors, and describes
@@ -35,7 +35,19 @@
  *
  * Version: kbit_io_interface_version() returns (KBIT_IO_VERSION_MAJOR << 16) | KBIT_IO_VERSION_MINOR;
  * the symbols carry the version node KBIT_IO_<major>.<minor> of the minor that added them.
- * (Writing checkpoints is planned for a later minor.)
+ * io 1.1 adds writing: kbit_io_writer_create() ... kbit_io_writer_finish() write a `.safetensors` file
+ * byte for byte as the safetensors library and kbit.checkpoint.save() write it, with the bitsandbytes
+ * layers in the layout transformers reads (`kbit quantize` is built on it):
+ *
+ *     kbit_io_writer* w;
+ *     kbit_io_quant layer = {sizeof layer};   (prefix, format, blocksize, shape, dtype, weight, absmax,
+ *                                              quant_map, ... as kbit_io_quant_describe() fills them)
+ *     if (kbit_io_writer_create("out.safetensors", &w) != KBIT_STATUS_SUCCESS) ...
+ *     kbit_io_writer_metadata(w, "format", "pt");
+ *     kbit_io_writer_add(w, "model.norm.weight", KBIT_IO_DTYPE_BF16, 1, shape, data);
+ *     kbit_io_writer_add_quant(w, &layer);
+ *     if (kbit_io_writer_finish(w) != KBIT_STATUS_SUCCESS)   (frees w; out.safetensors untouched)
+ *         fprintf(stderr, "%s\n", kbit_io_last_error_message());
  */
 #ifndef KBIT_IO_H
 #define KBIT_IO_H
@@ -45,7 +57,7 @@
 /** Major version of the io API declared by this header. */
 #define KBIT_IO_VERSION_MAJOR 1
 /** Minor version of the io API declared by this header. */
-#define KBIT_IO_VERSION_MINOR 0
+#define KBIT_IO_VERSION_MINOR 1
 
 /* ============================================================================================== */
 /* Enumerations (int32_t values; only ever appended)                                              */
@@ -95,6 +107,9 @@
 
 /** An open checkpoint (one file or a sharded directory); opaque, from kbit_io_open(). */
 typedef struct kbit_io_checkpoint kbit_io_checkpoint;
+
+/** A safetensors file being written; opaque, from kbit_io_writer_create() (@since io 1.1). */
+typedef struct kbit_io_writer kbit_io_writer;
 
 /** One tensor of a checkpoint (kbit_io_tensor_at(), kbit_io_tensor_find()). */
 typedef struct kbit_io_tensor {
@@ -341,6 +356,89 @@ KBIT_API const char* kbit_io_quant_prefix(const kbit_io_checkpoint* checkpoint, 
 KBIT_API const char* kbit_io_dtype_name(int32_t dtype);
 /** io_names. */
 KBIT_API const char* kbit_io_format_name(int32_t format);
+
+/* ---- Writing checkpoints [io_write] ---------------------------------------------------------- */
+
+/**
+ * Writes one `.safetensors` file in exactly the layout the safetensors library (0.4+) gives it and
+ * transformers / bitsandbytes read (docs/behaviour.md §11.2): the header is the compact JSON of the
+ * `__metadata__` map (only when an entry was set; keys in byte order) and of every tensor, in data
+ * order: by element type in the safetensors order (U64, I64, F64, F32, U32, I32, BF16, F16, U16, I16,
+ * F8_E4M3, F8_E5M2, I8, U8, BOOL), then by name (byte-wise); spaces pad it to a multiple of 8 bytes,
+ * and the data follows without gaps. A file the Python package writes with kbit.checkpoint.save()
+ * from the same tensors and metadata is identical byte for byte (with more than one metadata entry
+ * the Python writer's key order is not fixed; this one sorts them).
+ *
+ * kbit_io_writer_create() only prepares: it creates the temporary file `path`.kbit-tmp-XXXXXX beside
+ * `path` (so an unwritable destination fails here) and a scratch file. kbit_io_writer_metadata() sets
+ * one `__metadata__` entry (a later value of a key replaces the earlier). kbit_io_writer_add() adds a
+ * tensor and copies its bytes to the scratch file at once (so `data` may be freed on return, and the
+ * process holds about one tensor at a time). kbit_io_writer_add_quant() adds every tensor of one
+ * bitsandbytes layer described as kbit_io_quant_describe() describes it: for NF4 / FP4,
+ * `P.weight` (storage_dtype, [(numel + 1) / 2 / its size, 1]), `P.weight.absmax` (F32, or U8 when
+ * nested), `P.weight.quant_map` (F32 [16]), when nested `P.weight.nested_absmax` and
+ * `P.weight.nested_quant_map`, and `P.weight.quant_state.bitsandbytes__nf4|fp4`: U8, the JSON text
+ * Python's json.dumps gives (`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape":
+ * [N, K], "nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.0123}`, the offset
+ * as Python prints the float32 value); for INT8, `P.weight` (I8 [shape[0], shape[1]]), `P.SCB`
+ * (F32 [shape[0]]) and `P.weight_format` (U8 scalar 0). It reads the members size, prefix, format,
+ * blocksize, ndim, shape, dtype (KBIT_DTYPE_*), nested, storage_dtype, weight, absmax, quant_map,
+ * nested_absmax, nested_quant_map, nested_offset, nested_blocksize and scb; the counts (numel,
+ * blocks, byte sizes) it computes from the shape and blocksize, ignoring the members of those names.
+ * kbit_io_writer_finish() writes the header and the data into the temporary file, renames it to
+ * `path` (replacing a file there) and frees the writer; on any failure it removes the temporary file,
+ * so `path` is either the complete new file or untouched. kbit_io_writer_discard() removes the
+ * temporary files and frees the writer without writing.
+ * A failing add leaves the writer as it was (nothing of that call is added), so the caller may go on
+ * or discard. A writer is used by one thread at a time.
+ *
+ * Variants:
+ *
+ * | function                   |
+ * |----------------------------|
+ * | kbit_io_writer_create()    |
+ * | kbit_io_writer_metadata()  |
+ * | kbit_io_writer_add()       |
+ * | kbit_io_writer_add_quant() |
+ * | kbit_io_writer_finish()    |
+ * | kbit_io_writer_discard()   |
+ *
+ * @param path      NUL-terminated destination path; its directory must exist and be writable.
+ * @param[out] out  receives the writer; untouched on failure.
+ * @param writer    a writer from kbit_io_writer_create() (kbit_io_writer_discard(NULL) does nothing,
+ *                  kbit_io_writer_finish(NULL) returns KBIT_STATUS_INVALID_ARGUMENT).
+ * @param key, value  NUL-terminated UTF-8 strings.
+ * @param name      the tensor's key: UTF-8, not `__metadata__`, not yet added.
+ * @param dtype     KBIT_IO_DTYPE_* of the tensor.
+ * @param ndim      number of dimensions, 0 ... 64 (0: a scalar; shape may then be NULL).
+ * @param shape     `ndim` sizes >= 0.
+ * @param data      the tensor's numel * dtype size bytes, host memory (may be NULL when that is 0).
+ * @param layer     the layer; 4-bit: blocksize 32 ... 4096 (a power of two), dtype KBIT_DTYPE_FP32,
+ *                  FP16 or BF16, storage_dtype whose size divides (numel + 1) / 2, quant_map 16 floats,
+ *                  absmax `blocks` floats (or uint8 codes when nested), nested: nested_blocksize as
+ *                  blocksize, nested_absmax ceil(blocks / nested_blocksize) floats, nested_quant_map
+ *                  256 floats, nested_offset finite; INT8: ndim 2, weight shape[0] * shape[1] int8,
+ *                  scb shape[0] floats. No name it adds may exist already.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (a NULL or bad argument, a name added
+ *         twice or not UTF-8, a path whose temporary file cannot be created, a header larger than the
+ *         100 000 000 bytes safetensors reads, a write or rename that fails: the message names the
+ *         function, the file, the tensor and the field);
+ *         KBIT_STATUS_OUT_OF_MEMORY.
+ * @since io 1.1
+ */
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_create(const char* path, kbit_io_writer** out);
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_metadata(kbit_io_writer* writer, const char* key, const char* value);
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_add(kbit_io_writer* writer, const char* name, int32_t dtype, int32_t ndim,
+    const int64_t* shape, const void* data);
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit_io_quant* layer);
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer);
+/** io_write. */
+KBIT_API kbit_status kbit_io_writer_discard(kbit_io_writer* writer);
 
 /* END GENERATED DECLARATIONS */
 

@@ -18,4 +18,10 @@ int run_info(int argc, char** argv);
 // (libkbit_io.so).
 int run_inspect(int argc, char** argv);
 
+// `kbit quantize IN OUT --nf4|--fp4|--int8 ...`: a dense checkpoint to the bitsandbytes layout.
+int run_quantize(int argc, char** argv);
+
+// `kbit dequantize IN OUT [--dtype D]`: every bitsandbytes layer back to a dense weight.
+int run_dequantize(int argc, char** argv);
+
 }  // namespace kbit::cli

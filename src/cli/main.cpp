@@ -14,13 +14,16 @@ const Command kCommands[] = {
      kbit::cli::run_info},
 #ifdef KBIT_CLI_INSPECT
     {"inspect", "list the tensors and bitsandbytes layers of a safetensors checkpoint", kbit::cli::run_inspect},
+    {"quantize", "quantize a dense checkpoint to bitsandbytes NF4/FP4 or LLM.int8 (transformers layout)",
+     kbit::cli::run_quantize},
+    {"dequantize", "turn the bitsandbytes layers of a checkpoint back into dense weights", kbit::cli::run_dequantize},
 #endif
 };
 
 void usage(FILE* out) {
     std::fprintf(out, "usage: kbit <command> [options]\n\ncommands:\n");
-    for (const Command& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
-    std::fprintf(out, "  %-8s %s\n", "help", "show this text");
+    for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+    std::fprintf(out, "  %-10s %s\n", "help", "show this text");
     std::fprintf(out, "\nkbit --version prints the versions of the tool and of libkbit.so.\n");
 }
 

@@ -1,5 +1,6 @@
 // io_internal.h — the parts of libkbit_io.so behind the C API (src/io/api.cpp): the safetensors
-// parser (safetensors.cpp), the bitsandbytes layer rules (layers.cpp) and the checkpoint object.
+// parser (safetensors.cpp), the bitsandbytes layer rules (layers.cpp), the checkpoint object and the
+// writer's helpers (writer.cpp).
 // Everything here works on bytes already in memory, so tests/fuzz/fuzz_io.cpp can drive it directly.
 // Checks throw Invalid with a message naming the file, the tensor and the field; api.cpp turns it into
 // KBIT_STATUS_INVALID_ARGUMENT.
@@ -85,6 +86,10 @@ struct Layer {
 // Finds and checks every 4-bit and LLM.int8 layer among `tensors` (sorted by name; `files` gives
 // each shard's label for messages), in the order of kbit_io_quant_describe().
 std::vector<Layer> find_layers(const std::vector<const Tensor*>& tensors, const std::vector<std::string>& labels);
+
+// Python's repr() of a float (shortest round-trip digits; positional for decimal exponents -4 ... 15),
+// as json.dumps writes it: the nested_offset of a quant_state JSON.
+std::string python_float_repr(double v);
 
 // Points each layer's description at its own strings and shape (after the vector stops moving).
 void finish_layers(std::vector<Layer>& layers);

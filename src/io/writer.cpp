@@ -1,0 +1,467 @@
+// writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1): safetensors files laid out as the
+// safetensors library lays them out, and the bitsandbytes layer tensors as kbit.checkpoint writes them.
+//
+// The header (which holds every offset) precedes the data, and a nested layer's quant_state JSON has a
+// length that depends on its offset, known only once the layer is quantized. So the bytes of each tensor
+// go to an unlinked scratch file as they are added, and finish() writes the header and copies the data
+// (copy_file_range, in the kernel) into the temporary file before renaming it. The caller never holds
+// more than one tensor.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <charconv>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io_internal.h"
+#include "kbit_error.h"
+
+struct kbit_io_writer {
+    struct Entry {
+        std::string name;
+        const kbit::io::DtypeInfo* dtype;
+        std::vector<int64_t> shape;
+        uint64_t nbytes;
+        uint64_t scratch_offset;  // where its bytes are in the scratch file
+    };
+    std::string path;
+    std::string tmp_path;
+    int tmp_fd = -1;
+    int scratch_fd = -1;
+    uint64_t scratch_size = 0;
+    std::map<std::string, std::string> metadata;
+    std::vector<Entry> entries;
+    std::map<std::string, size_t> names;
+
+    ~kbit_io_writer() {
+        if (scratch_fd >= 0) close(scratch_fd);
+        if (tmp_fd >= 0) {
+            close(tmp_fd);
+            unlink(tmp_path.c_str());
+        }
+    }
+};
+
+namespace {
+
+using kbit::io::Invalid;
+using kbit::io::format;
+
+// The position of a dtype in the safetensors library's Dtype enumeration: its writer orders the
+// tensors by this, descending, then by name.
+int dtype_rank(int32_t id) {
+    static const int32_t kOrder[] = {KBIT_IO_DTYPE_BOOL, KBIT_IO_DTYPE_U8,  KBIT_IO_DTYPE_I8,  KBIT_IO_DTYPE_F8_E5M2,
+                                     KBIT_IO_DTYPE_F8_E4M3, KBIT_IO_DTYPE_I16, KBIT_IO_DTYPE_U16, KBIT_IO_DTYPE_F16,
+                                     KBIT_IO_DTYPE_BF16, KBIT_IO_DTYPE_I32, KBIT_IO_DTYPE_U32, KBIT_IO_DTYPE_F32,
+                                     KBIT_IO_DTYPE_F64, KBIT_IO_DTYPE_I64, KBIT_IO_DTYPE_U64};
+    for (int i = 0; i < static_cast<int>(sizeof kOrder / sizeof kOrder[0]); ++i)
+        if (kOrder[i] == id) return i;
+    return -1;
+}
+
+bool valid_utf8(const std::string& s) {
+    try {
+        (void)nlohmann::json(s).dump();
+        return true;
+    } catch (const nlohmann::json::exception&) {
+        return false;
+    }
+}
+
+// A JSON string as serde_json writes it (", \, \b \f \n \r \t, other controls \u00xx, the rest raw);
+// nlohmann's dump escapes the same set the same way.
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+std::string shape_json(const std::vector<int64_t>& shape, const char* sep) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+void write_all(int fd, const void* data, uint64_t n, uint64_t offset, const std::string& label) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+        const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
+        const ssize_t w = pwrite(fd, p, chunk, static_cast<off_t>(offset));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) throw Invalid(format("%s: cannot write: %s", label.c_str(), w < 0 ? std::strerror(errno) : "no space"));
+        p += w;
+        n -= static_cast<uint64_t>(w);
+        offset += static_cast<uint64_t>(w);
+    }
+}
+
+void copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n, const std::string& label) {
+    bool kernel = true;
+    while (n > 0) {
+        if (kernel) {
+            loff_t a = static_cast<loff_t>(in_off), b = static_cast<loff_t>(out_off);
+            const ssize_t c = copy_file_range(in, &a, out, &b, static_cast<size_t>(std::min<uint64_t>(n, 1u << 30)), 0);
+            if (c > 0) {
+                in_off += static_cast<uint64_t>(c);
+                out_off += static_cast<uint64_t>(c);
+                n -= static_cast<uint64_t>(c);
+                continue;
+            }
+            if (c < 0 && errno == EINTR) continue;
+            kernel = false;  // EXDEV, ENOSYS, EINVAL ...: copy through a buffer
+        }
+        std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(n, 4u << 20)));
+        const ssize_t r = pread(in, buf.data(), buf.size(), static_cast<off_t>(in_off));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) throw Invalid(format("%s: cannot read the scratch file: %s", label.c_str(), r < 0 ? std::strerror(errno) : "short"));
+        write_all(out, buf.data(), static_cast<uint64_t>(r), out_off, label);
+        in_off += static_cast<uint64_t>(r);
+        out_off += static_cast<uint64_t>(r);
+        n -= static_cast<uint64_t>(r);
+    }
+}
+
+std::string dir_of(const std::string& p) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+// A pending tensor of one add call: checked, not yet in the writer.
+struct Pending {
+    std::string name;
+    const kbit::io::DtypeInfo* dtype;
+    std::vector<int64_t> shape;
+    uint64_t nbytes;
+    const void* data;
+    std::string owned;  // bytes made here (the quant_state JSON, weight_format)
+};
+
+Pending make_pending(const kbit_io_writer& w, const std::string& name, int32_t dtype, int32_t ndim,
+                     const int64_t* shape, const void* data) {
+    const char* n = name.c_str();
+    const kbit::io::DtypeInfo* d = kbit::io::dtype_by_id(dtype);
+    if (!d) throw Invalid(format("%s: tensor '%s': unknown dtype %d", w.path.c_str(), n, static_cast<int>(dtype)));
+    if (ndim < 0 || static_cast<size_t>(ndim) > kbit::io::kMaxDims)
+        throw Invalid(format("%s: tensor '%s': ndim %d is not in 0 ... %zu", w.path.c_str(), n, static_cast<int>(ndim),
+                             kbit::io::kMaxDims));
+    if (ndim > 0 && !shape) throw Invalid(format("%s: tensor '%s': shape is NULL", w.path.c_str(), n));
+    if (name == "__metadata__") throw Invalid(format("%s: a tensor may not be named __metadata__", w.path.c_str()));
+    if (!valid_utf8(name)) throw Invalid(format("%s: a tensor name is not valid UTF-8", w.path.c_str()));
+    if (w.names.count(name)) throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), n));
+    Pending p{name, d, {}, 0, data, {}};
+    uint64_t numel = 1;
+    for (int32_t i = 0; i < ndim; ++i) {
+        if (shape[i] < 0) throw Invalid(format("%s: tensor '%s': shape[%d] is %" PRId64 ", negative", w.path.c_str(), n, i, shape[i]));
+        const uint64_t x = static_cast<uint64_t>(shape[i]);
+        if (x != 0 && numel > UINT64_MAX / x) throw Invalid(format("%s: tensor '%s': the shape overflows", w.path.c_str(), n));
+        numel *= x;
+        p.shape.push_back(shape[i]);
+    }
+    if (numel > (UINT64_MAX >> 4) / d->size) throw Invalid(format("%s: tensor '%s': the shape overflows", w.path.c_str(), n));
+    p.nbytes = numel * d->size;
+    if (p.nbytes > 0 && !data) throw Invalid(format("%s: tensor '%s': data is NULL", w.path.c_str(), n));
+    return p;
+}
+
+// Adds every pending tensor or none: names are checked against each other, the bytes written to the
+// scratch file; a failed write cuts the scratch file back.
+void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
+    for (size_t i = 0; i < pending.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (pending[i].name == pending[j].name)
+                throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), pending[i].name.c_str()));
+    uint64_t off = w.scratch_size;
+    try {
+        for (const Pending& p : pending) {
+            write_all(w.scratch_fd, p.owned.empty() ? p.data : p.owned.data(), p.nbytes, off, w.path + " (scratch file)");
+            off += p.nbytes;
+        }
+    } catch (...) {
+        if (ftruncate(w.scratch_fd, static_cast<off_t>(w.scratch_size)) != 0) { /* the size is what counts */ }
+        throw;
+    }
+    off = w.scratch_size;
+    for (Pending& p : pending) {
+        w.names[p.name] = w.entries.size();
+        w.entries.push_back({std::move(p.name), p.dtype, std::move(p.shape), p.nbytes, off});
+        off += p.nbytes;
+    }
+    w.scratch_size = off;
+}
+
+kbit_status fail(const char* fn, const Invalid& e) { return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what()); }
+
+}  // namespace
+
+namespace kbit::io {
+
+std::string python_float_repr(double v) {
+    if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
+    // The shortest digits that read back as v, as Python's repr() finds them; then its layout:
+    // positional for decimal exponents -4 ... 15, else d[.ddd]e[+-]XX.
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string s(buf, r.ptr);
+    const size_t e = s.find('e');
+    std::string mant = s.substr(0, e);
+    const int exp = std::stoi(s.substr(e + 1));
+    std::string sign;
+    if (mant[0] == '-') {
+        sign = "-";
+        mant.erase(0, 1);
+    }
+    std::string digits;
+    for (char c : mant)
+        if (c != '.') digits += c;
+    if (exp < -4 || exp >= 16) {
+        std::string out = sign + digits.substr(0, 1);
+        if (digits.size() > 1) out += "." + digits.substr(1);
+        char ex[16];
+        std::snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+        return out + ex;
+    }
+    if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    const size_t point = static_cast<size_t>(exp) + 1;
+    if (digits.size() <= point) return sign + digits + std::string(point - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, point) + "." + digits.substr(point);
+}
+
+}  // namespace kbit::io
+
+extern "C" {
+
+KBIT_API kbit_status kbit_io_writer_create(const char* path, kbit_io_writer** out) {
+    static const char* fn = "kbit_io_writer_create";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!path || !out) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "path and out must not be NULL");
+        if (!*path) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "path is empty");
+        auto w = std::make_unique<kbit_io_writer>();
+        w->path = path;
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: is a directory", path);
+        std::string tmpl = w->path + ".kbit-tmp-XXXXXX";
+        const int fd = mkstemp(&tmpl[0]);
+        if (fd < 0)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a file beside it: %s", path,
+                                   std::strerror(errno));
+        w->tmp_fd = fd;
+        w->tmp_path = tmpl;
+        const mode_t mask = umask(0);  // the mode open(..., 0666) would give
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) != 0) { /* keep mkstemp's 0600 */ }
+        const std::string dir = dir_of(w->path);
+        int s = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (s < 0) {  // no O_TMPFILE on this file system: a named file, unlinked at once
+            std::string stmpl = w->path + ".kbit-scratch-XXXXXX";
+            s = mkstemp(&stmpl[0]);
+            if (s >= 0) unlink(stmpl.c_str());
+        }
+        if (s < 0)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a scratch file beside it: %s",
+                                   path, std::strerror(errno));
+        w->scratch_fd = s;
+        *out = w.release();
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_metadata(kbit_io_writer* writer, const char* key, const char* value) {
+    static const char* fn = "kbit_io_writer_metadata";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!writer || !key || !value)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer, key and value must not be NULL");
+        if (!valid_utf8(key) || !valid_utf8(value))
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: metadata key or value is not valid UTF-8",
+                                   writer->path.c_str());
+        writer->metadata[key] = value;
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_add(kbit_io_writer* writer, const char* name, int32_t dtype, int32_t ndim,
+                                        const int64_t* shape, const void* data) {
+    static const char* fn = "kbit_io_writer_add";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!writer || !name) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and name must not be NULL");
+        try {
+            std::vector<Pending> p;
+            p.push_back(make_pending(*writer, name, dtype, ndim, shape, data));
+            commit(*writer, p);
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
+    static const char* fn = "kbit_io_writer_add_quant";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!writer || !layer) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and layer must not be NULL");
+        try {
+            const kbit_io_writer& w = *writer;
+            const char* f = w.path.c_str();
+            if (layer->size < offsetof(kbit_io_quant, weight_name))
+                throw Invalid(format("%s: layer->size %zu is smaller than a kbit_io_quant of io 1.0", f, layer->size));
+            if (!layer->prefix || !*layer->prefix) throw Invalid(format("%s: layer->prefix is NULL or empty", f));
+            const std::string P = layer->prefix;
+            const char* p = P.c_str();
+            if (layer->ndim < 0 || static_cast<size_t>(layer->ndim) > kbit::io::kMaxDims || (layer->ndim > 0 && !layer->shape))
+                throw Invalid(format("%s: layer '%s': ndim %d / shape are not a valid shape", f, p, static_cast<int>(layer->ndim)));
+            std::vector<int64_t> shape(layer->shape, layer->shape + layer->ndim);
+            uint64_t numel = 1;
+            for (int64_t s : shape) {
+                if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
+                    throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_json(shape, ", ").c_str()));
+                numel *= static_cast<uint64_t>(s);
+            }
+            std::vector<Pending> pend;
+            if (layer->format == KBIT_IO_FORMAT_INT8) {
+                if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
+                if (numel && (!layer->weight || !layer->scb))
+                    throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
+                pend.push_back(make_pending(w, P + ".weight", KBIT_IO_DTYPE_I8, 2, shape.data(), layer->weight));
+                pend.push_back(make_pending(w, P + ".SCB", KBIT_IO_DTYPE_F32, 1, shape.data(), layer->scb));
+                Pending fmt = make_pending(w, P + ".weight_format", KBIT_IO_DTYPE_U8, 0, nullptr, "");
+                fmt.owned = std::string(1, '\0');  // "row"
+                pend.push_back(std::move(fmt));
+                commit(*writer, pend);
+                return KBIT_STATUS_SUCCESS;
+            }
+            if (layer->format != KBIT_IO_FORMAT_NF4 && layer->format != KBIT_IO_FORMAT_FP4)
+                throw Invalid(format("%s: layer '%s': format %d is not NF4, FP4 or INT8", f, p, static_cast<int>(layer->format)));
+            auto blocksize_ok = [](int64_t b) { return b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0; };
+            if (!blocksize_ok(layer->blocksize))
+                throw Invalid(format("%s: layer '%s': blocksize %d is not a power of two in %d ... %d", f, p,
+                                     static_cast<int>(layer->blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+            const char* dtype_name = layer->dtype == KBIT_DTYPE_FP32   ? "float32"
+                                     : layer->dtype == KBIT_DTYPE_FP16 ? "float16"
+                                     : layer->dtype == KBIT_DTYPE_BF16 ? "bfloat16"
+                                                                       : nullptr;
+            if (!dtype_name)
+                throw Invalid(format("%s: layer '%s': dtype %d is not KBIT_DTYPE_FP32, FP16 or BF16", f, p, static_cast<int>(layer->dtype)));
+            const kbit::io::DtypeInfo* storage = kbit::io::dtype_by_id(layer->storage_dtype);
+            const uint64_t packed = numel / 2 + numel % 2;
+            if (!storage || packed % storage->size)
+                throw Invalid(format("%s: layer '%s': storage_dtype %d does not hold the %" PRIu64 " packed bytes in whole elements",
+                                     f, p, static_cast<int>(layer->storage_dtype), packed));
+            const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
+            if ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map)
+                throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
+            const std::string W = P + ".weight";
+            const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
+            const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
+            pend.push_back(make_pending(w, W, storage->id, 2, wshape, layer->weight));
+            pend.push_back(make_pending(w, W + ".absmax", layer->nested ? KBIT_IO_DTYPE_U8 : KBIT_IO_DTYPE_F32, 1, &n_blocks, layer->absmax));
+            pend.push_back(make_pending(w, W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map));
+            std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
+                             "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
+                             "\", \"shape\": " + shape_json(shape, ", ");
+            if (layer->nested) {
+                if (!blocksize_ok(layer->nested_blocksize))
+                    throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
+                                         static_cast<int>(layer->nested_blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+                if (!std::isfinite(layer->nested_offset))
+                    throw Invalid(format("%s: layer '%s': nested_offset is not finite", f, p));
+                const uint64_t nb = static_cast<uint64_t>(layer->nested_blocksize);
+                const int64_t nested_blocks = static_cast<int64_t>(blocks / nb + (blocks % nb != 0));
+                if ((nested_blocks && !layer->nested_absmax) || !layer->nested_quant_map)
+                    throw Invalid(format("%s: layer '%s': nested_absmax and nested_quant_map must not be NULL", f, p));
+                pend.push_back(make_pending(w, W + ".nested_absmax", KBIT_IO_DTYPE_F32, 1, &nested_blocks, layer->nested_absmax));
+                pend.push_back(make_pending(w, W + ".nested_quant_map", KBIT_IO_DTYPE_F32, 1, &map256, layer->nested_quant_map));
+                js += ", \"nested_blocksize\": " + std::to_string(layer->nested_blocksize) +
+                      ", \"nested_dtype\": \"float32\", \"nested_offset\": " +
+                      kbit::io::python_float_repr(static_cast<double>(layer->nested_offset));
+            }
+            js += "}";
+            const int64_t js_len = static_cast<int64_t>(js.size());
+            Pending q = make_pending(w, W + ".quant_state.bitsandbytes__" + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4"),
+                                     KBIT_IO_DTYPE_U8, 1, &js_len, js.data());
+            q.owned = js;
+            pend.push_back(std::move(q));
+            commit(*writer, pend);
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
+    static const char* fn = "kbit_io_writer_finish";
+    std::unique_ptr<kbit_io_writer> w(writer);  // freed (and its temporary file removed) in every case
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!w) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer must not be NULL");
+        try {
+            std::vector<const kbit_io_writer::Entry*> order;
+            for (const auto& e : w->entries) order.push_back(&e);
+            std::sort(order.begin(), order.end(), [](const kbit_io_writer::Entry* a, const kbit_io_writer::Entry* b) {
+                const int ra = dtype_rank(a->dtype->id), rb = dtype_rank(b->dtype->id);
+                return ra != rb ? ra > rb : a->name < b->name;
+            });
+            std::string h = "{";
+            if (!w->metadata.empty()) {
+                h += "\"__metadata__\":{";
+                bool first = true;
+                for (const auto& kv : w->metadata) {
+                    h += (first ? "" : ",") + quoted(kv.first) + ":" + quoted(kv.second);
+                    first = false;
+                }
+                h += "}";
+            }
+            uint64_t off = 0;
+            for (const auto* e : order) {
+                if (h.size() > 1) h += ",";
+                h += quoted(e->name) + ":{\"dtype\":\"" + e->dtype->name + "\",\"shape\":" + shape_json(e->shape, ",") +
+                     ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + e->nbytes) + "]}";
+                off += e->nbytes;
+            }
+            h += "}";
+            h.append((8 - h.size() % 8) % 8, ' ');
+            if (h.size() > kbit::io::kMaxHeader)
+                throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads",
+                                     w->path.c_str(), h.size(), kbit::io::kMaxHeader));
+            uint8_t len[8];
+            for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+            write_all(w->tmp_fd, len, 8, 0, w->tmp_path);
+            write_all(w->tmp_fd, h.data(), h.size(), 8, w->tmp_path);
+            uint64_t pos = 8 + h.size();
+            for (const auto* e : order) {
+                copy_range(w->scratch_fd, e->scratch_offset, w->tmp_fd, pos, e->nbytes, w->tmp_path);
+                pos += e->nbytes;
+            }
+            if (ftruncate(w->tmp_fd, static_cast<off_t>(pos)) != 0)
+                throw Invalid(format("%s: cannot set its size: %s", w->tmp_path.c_str(), std::strerror(errno)));
+            const int fd = w->tmp_fd;
+            w->tmp_fd = -1;
+            if (close(fd) != 0) {
+                unlink(w->tmp_path.c_str());
+                throw Invalid(format("%s: cannot write: %s", w->tmp_path.c_str(), std::strerror(errno)));
+            }
+            if (rename(w->tmp_path.c_str(), w->path.c_str()) != 0) {
+                const int e = errno;
+                unlink(w->tmp_path.c_str());
+                throw Invalid(format("%s: cannot rename %s to it: %s", w->path.c_str(), w->tmp_path.c_str(), std::strerror(e)));
+            }
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_discard(kbit_io_writer* writer) {
+    delete writer;
+    return KBIT_STATUS_SUCCESS;
+}
+
+}  // extern "C"

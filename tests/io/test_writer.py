@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""ctest io.writer: libkbit_io.so's writer (kbit_io_writer_*, io 1.1) against the Python package's
+(kbit.checkpoint.save, i.e. the safetensors library), byte for byte:
+  - plain tensors of every dtype, scalars, empty tensors, names with non-ASCII and control characters;
+  - every layer of the io.make_checkpoints files (nf4/fp4, nested or not, fp32/fp16/bf16, uint16
+    storage, int8): the C reader describes each layer, the C writer writes it back from that
+    description, and the file equals the Python package's;
+  - the quant_state JSON of nested layers for many float32 offsets against Python's json.dumps;
+  - bad arguments: a status, the message, and no file left behind.
+Usage: test_writer.py PATH/TO/libkbit_io.so CHECKPOINTS_DIR"""
+import ctypes as C
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import kbit.checkpoint as ckpt
+
+LIB, DATA = sys.argv[1], Path(sys.argv[2])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+
+
+from kbit_io_ctypes import INVALID, IO_DTYPE, SUCCESS, P, Quant, Tensor, load  # noqa: E402
+
+lib = load(LIB)
+check(lib.kbit_io_interface_version() == (1 << 16) | 1, "kbit_io_interface_version is 1.1")
+
+
+def c_write(path, tensors, metadata=None, layers=()):
+    w = P()
+    rc = lib.kbit_io_writer_create(str(path).encode(), C.byref(w))
+    assert rc == SUCCESS, lib.kbit_io_last_error_message()
+    for k, v in (metadata or {}).items():
+        assert lib.kbit_io_writer_metadata(w, k.encode(), v.encode()) == SUCCESS
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a) if a.ndim else a
+        shape = (C.c_int64 * max(a.ndim, 1))(*a.shape)
+        rc = lib.kbit_io_writer_add(w, name.encode(), IO_DTYPE[a.dtype.name], a.ndim, shape, a.ctypes.data)
+        assert rc == SUCCESS, lib.kbit_io_last_error_message()
+    for q in layers:
+        rc = lib.kbit_io_writer_add_quant(w, q)
+        assert rc == SUCCESS, lib.kbit_io_last_error_message()
+    rc = lib.kbit_io_writer_finish(w)
+    assert rc == SUCCESS, lib.kbit_io_last_error_message()
+
+
+def leftovers(d):
+    return [p.name for p in Path(d).iterdir() if ".kbit-" in p.name]
+
+
+tmp = Path(tempfile.mkdtemp(prefix="kbit-io-writer-"))
+rng = np.random.default_rng(3)
+
+# -- plain tensors of every dtype, against safetensors' writer
+plain = {
+    "u64": rng.integers(0, 2**63, (3,), dtype=np.uint64), "i64": rng.integers(-9, 9, (2, 2), dtype=np.int64),
+    "f64": rng.standard_normal(3), "f32": rng.standard_normal((2, 3)).astype(np.float32),
+    "u32": rng.integers(0, 9, (4,), dtype=np.uint32), "i32": rng.integers(-9, 9, (1, 1, 2), dtype=np.int32),
+    "bf16": rng.standard_normal(5).astype(ml_dtypes.bfloat16), "f16": rng.standard_normal(3).astype(np.float16),
+    "u16": rng.integers(0, 9, (2,), dtype=np.uint16), "i16": rng.integers(-9, 9, (3,), dtype=np.int16),
+    "e4m3": rng.standard_normal(3).astype(ml_dtypes.float8_e4m3fn),
+    "e5m2": rng.standard_normal(2).astype(ml_dtypes.float8_e5m2),
+    "i8": rng.integers(-9, 9, (7,), dtype=np.int8), "u8": rng.integers(0, 255, (3, 3), dtype=np.uint8),
+    "bool": np.array([True, False, True]), "scalar": np.array(2.5, np.float32), "empty": np.zeros((0, 4), np.float32),
+    "b.same": np.zeros(2, np.float32), "a.same": np.ones(2, np.float32),
+    "na\u00efve \u2603": np.ones(1, np.uint8), 'q"uote\\back\nline\x01\x7f': np.ones(2, np.int16),
+}
+for meta in (None, {"format": "pt"}):
+    ckpt_path, c_path = tmp / "py.safetensors", tmp / "c.safetensors"
+    if meta is None:
+        from safetensors.numpy import save_file
+        save_file(dict(plain), str(ckpt_path))
+    else:
+        ckpt.save(ckpt_path, plain, meta)
+    c_write(c_path, plain, meta)
+    check(c_path.read_bytes() == ckpt_path.read_bytes(), f"plain tensors, metadata {meta}: same bytes as safetensors")
+umask = os.umask(0)
+os.umask(umask)
+check(oct(os.stat(tmp / "c.safetensors").st_mode & 0o777) == oct(0o666 & ~umask),
+      "the file gets the mode open(0666) would give")
+
+# -- the layers of the Python package's checkpoints: C reader -> C writer == Python writer
+for src in ("mixed.safetensors", "misaligned.safetensors"):
+    ck = P()
+    assert lib.kbit_io_open(str(DATA / "good" / src).encode(), C.byref(ck)) == SUCCESS
+    layers, names = [], set()
+    for i in range(lib.kbit_io_quant_count(ck)):
+        q = C.POINTER(Quant)()
+        assert lib.kbit_io_quant_describe(ck, i, C.byref(q)) == SUCCESS
+        layers.append(q)
+    py = ckpt.load(DATA / "good" / src)
+    prefixes = ckpt.quantized_prefixes(py)
+    layer_keys = set()
+    for p in prefixes["4bit"] + prefixes["int8"]:
+        layer_keys |= {k for k in py if k == p + ".weight" or k.startswith(p + ".weight.") or k in (p + ".SCB", p + ".weight_format")}
+    rest = {k: v for k, v in py.items() if k not in layer_keys}
+    c_write(tmp / "layers.safetensors", rest, {"format": "pt"}, layers)
+    lib.kbit_io_close(ck)
+    ckpt.save(tmp / "layers_py.safetensors", py)
+    check((tmp / "layers.safetensors").read_bytes() == (tmp / "layers_py.safetensors").read_bytes(),
+          f"{src}: every layer written back from its description equals the Python package's file")
+
+# -- nested offsets: the quant_state JSON as Python's json.dumps writes the float32 value
+ck = P()
+assert lib.kbit_io_open(str(DATA / "good" / "mixed.safetensors").encode(), C.byref(ck)) == SUCCESS
+nested = None
+for i in range(lib.kbit_io_quant_count(ck)):
+    q = C.POINTER(Quant)()
+    lib.kbit_io_quant_describe(ck, i, C.byref(q))
+    if q.contents.nested:
+        nested = q
+offsets = [0.0, -0.0, 1.0, -2.5, 1e-4, 9.99e-5, 1e-5, 3.4028234663852886e38, 1.401298464324817e-45, 1e16, 1e15,
+           123456789.0, 0.1, 1 / 3]
+offsets += list(rng.standard_normal(200) * 10.0 ** rng.integers(-12, 12, 200))
+offsets = [float(np.float32(o)) for o in offsets]
+qs_name = f"{nested.contents.prefix.decode()}.weight.quant_state.bitsandbytes__{'nf4' if nested.contents.format == 0 else 'fp4'}"
+mismatch = []
+for o in offsets:
+    layer = Quant.from_buffer_copy(nested.contents)
+    layer.nested_offset = o
+    c_write(tmp / "offset.safetensors", {}, None, [C.pointer(layer)])
+    got = bytes(ckpt.load(tmp / "offset.safetensors")[qs_name])
+    want = json.loads(got.decode())
+    want["nested_offset"] = float(np.float32(o))
+    if got != json.dumps(want).encode():
+        mismatch.append((o, got))
+check(not mismatch, f"nested_offset written as json.dumps writes it: {mismatch[:3]}")
+check(len(offsets) > 200, "offsets tried")
+
+# -- bad arguments: a status and a message, nothing added, no file left
+w = P()
+check(lib.kbit_io_writer_create(str(tmp / "no-such-dir" / "x.safetensors").encode(), C.byref(w)) == INVALID and
+      not w and b"cannot create a file beside it" in lib.kbit_io_last_error_message(), "unwritable directory")
+check(lib.kbit_io_writer_create(str(tmp).encode(), C.byref(w)) == INVALID and b"is a directory" in
+      lib.kbit_io_last_error_message(), "a directory as path")
+out = tmp / "bad.safetensors"
+assert lib.kbit_io_writer_create(str(out).encode(), C.byref(w)) == SUCCESS
+one = np.ones(2, np.float32)
+sh = (C.c_int64 * 1)(2)
+check(lib.kbit_io_writer_add(w, b"a", 9, 1, sh, one.ctypes.data) == SUCCESS, "add a")
+check(lib.kbit_io_writer_add(w, b"a", 9, 1, sh, one.ctypes.data) == INVALID and
+      b"tensor 'a' was already added" in lib.kbit_io_last_error_message(), "a name twice")
+check(lib.kbit_io_writer_add(w, b"b", 99, 1, sh, one.ctypes.data) == INVALID and
+      b"unknown dtype 99" in lib.kbit_io_last_error_message(), "unknown dtype")
+check(lib.kbit_io_writer_add(w, b"__metadata__", 9, 1, sh, one.ctypes.data) == INVALID, "__metadata__ as a name")
+check(lib.kbit_io_writer_add(w, b"\xff\xfe", 9, 1, sh, one.ctypes.data) == INVALID and
+      b"not valid UTF-8" in lib.kbit_io_last_error_message(), "a name that is not UTF-8")
+neg = (C.c_int64 * 1)(-2)
+check(lib.kbit_io_writer_add(w, b"c", 9, 1, neg, one.ctypes.data) == INVALID and b"negative" in
+      lib.kbit_io_last_error_message(), "a negative dimension")
+check(lib.kbit_io_writer_add(w, b"d", 9, 1, sh, None) == INVALID and b"data is NULL" in
+      lib.kbit_io_last_error_message(), "NULL data")
+bad = Quant.from_buffer_copy(nested.contents)
+bad.blocksize = 48
+check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"blocksize 48 is not" in
+      lib.kbit_io_last_error_message(), "a 4-bit layer with blocksize 48")
+bad = Quant.from_buffer_copy(nested.contents)
+bad.nested_offset = float("nan")
+check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"nested_offset is not finite" in
+      lib.kbit_io_last_error_message(), "a NaN nested_offset")
+bad = Quant.from_buffer_copy(nested.contents)
+bad.format = 7
+check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"format 7" in
+      lib.kbit_io_last_error_message(), "an unknown format")
+bad = Quant.from_buffer_copy(nested.contents)
+bad.prefix = b"a"  # names a.weight, a.weight.absmax ...: none of them is the plain tensor "a"
+check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == SUCCESS, "a layer beside a plain tensor")
+check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"a.weight' was already added" in
+      lib.kbit_io_last_error_message(), "the same layer twice")
+check(not out.exists() and len(leftovers(tmp)) == 1, "before finish only the temporary file exists")
+lib.kbit_io_writer_discard(w)
+check(not out.exists() and not leftovers(tmp), "discard leaves nothing")
+lib.kbit_io_close(ck)
+check(lib.kbit_io_writer_finish(None) == INVALID, "finish(NULL)")
+# A failed finish (the destination turned into a directory) leaves no temporary file.
+out.mkdir()
+assert lib.kbit_io_writer_create(str(tmp / "later.safetensors").encode(), C.byref(w)) == SUCCESS
+(tmp / "later.safetensors").mkdir()
+(tmp / "later.safetensors" / "x").write_text("x")
+check(lib.kbit_io_writer_finish(w) == INVALID and b"cannot rename" in lib.kbit_io_last_error_message() and
+      not leftovers(tmp), "failed rename: status, message, no temporary file")
+
+if failures:
+    print(f"io.writer FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
+    print(f"(files kept in {tmp})")
+    sys.exit(1)
+shutil.rmtree(tmp)
+print(f"io.writer: OK ({checks} checks, {len(offsets)} offsets)")
