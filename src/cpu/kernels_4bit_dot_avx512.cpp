@@ -9,9 +9,11 @@
 //
 // Several weight rows (GEMV) or activation rows (GEMM) share each loaded or decoded vector; every
 // (row, activation) pair has its own block accumulator and running total. The next tile's weight
-// rows are prefetched two tiles ahead while a tile runs: a tile's rows are short streams (2 KB at
-// k = 4096), too short for the hardware prefetcher to ramp up on (one thread, weights cold: +15-45%
-// one tile ahead on Sapphire Rapids, a further +10-30% two tiles ahead on Zen 5; more is no better).
+// rows are prefetched while a tile runs: a tile's rows are short streams (2 KB at k = 4096), too
+// short for the hardware prefetcher to ramp up on (weights cold, one thread, Zen 5: 18-20 GB/s with
+// the prefetch, 11-12 without; two tiles ahead is no better, and worse at k = 14336, where it
+// reaches past L1). Measured with the weights rotating over > 256 MB: fewer copies leave part of
+// them in the 32 MB L3 and favour other orders (one row at a time looked 25% faster with 64 MB).
 // Blocks of 32 or 64 elements split a group into lanes of different blocks: such groups scale
 // their accumulator with a vector of the group's block scales, one lane per dword.
 // Class F: fp32 sums in this kernel's own order, bounded against fp64 by the conformance suite.
@@ -22,6 +24,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "cpu_isa.h"
@@ -63,23 +66,26 @@ HWY_INLINE VF lookup(VF table, VU dwords) {
     return VF{_mm512_permutexvar_ps(hn::ShiftRight<4 * I>(dwords).raw, table.raw)};
 }
 
-// Groups of blocks shorter than kGroup: lane d (elements 8d..8d+7) takes the scale of block
-// 8d / blocksize of the group's kGroup / blocksize blocks.
+// Groups of blocks shorter than kGroup (blocksize 32 or 64): lane d (elements 8d..8d+7) takes the
+// scale of block 8d / blocksize of the group's kGroup / blocksize blocks. The group's 4 or 2 scales
+// are read with one 16- or 8-byte broadcast, exactly their bytes: a masked load cost a third of the
+// GEMV's time on Zen 5 (weights cold, one thread: 8.0 against 12.5 GB/s).
 struct SplitGroupScales {
-    hn::Mask<DF> blocks;            // the group's scales, as a load mask
+    bool four;                      // blocksize 32: four scales per group, else two
     hn::Indices512<float> of_lane;  // block of each lane
 
-    explicit SplitGroupScales(int64_t blocksize) {
+    explicit SplitGroupScales(int64_t blocksize) : four(blocksize <= 32) {
         const DF df;
         const DI di;
         alignas(64) int32_t lane_block[16];
         for (int d = 0; d < 16; ++d) lane_block[d] = static_cast<int32_t>(8 * d / std::min(blocksize, kGroup));
-        blocks = hn::FirstN(df, static_cast<size_t>(std::max<int64_t>(1, kGroup / blocksize)));
         of_lane = hn::IndicesFromVec(df, hn::Load(di, lane_block));
     }
     HWY_INLINE VF operator()(const float* first) const {
-        const DF df;
-        return hn::TableLookupLanes(hn::MaskedLoad(blocks, df, first), of_lane);
+        if (four) return hn::TableLookupLanes(VF{_mm512_broadcast_f32x4(_mm_loadu_ps(first))}, of_lane);
+        double pair;  // lanes 2i and 2i + 1 hold the two scales
+        std::memcpy(&pair, first, sizeof pair);
+        return hn::TableLookupLanes(VF{_mm512_castpd_ps(_mm512_set1_pd(pair))}, of_lane);
     }
 };
 
@@ -110,7 +116,7 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
         VU dwords[RT];
         for (int j = 0; j < RT; ++j) {
             const uint8_t* row = B + (base + j * row_elems + g) / 2;
-            hwy::Prefetch(row + 2 * RT * row_elems / 2);  // row j of the tile after next
+            hwy::Prefetch(row + RT * row_elems / 2);  // row j of the next tile
             dwords[j] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row));
         }
         // One lookup at a time for every row, so that only RT decoded vectors are live.
@@ -179,61 +185,6 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
     }
 }
 
-// GEMV, one weight row, for activations that fit in L1 beside the weights (kRowStreamMaxK): rows are
-// adjacent in memory, so a thread reading its rows front to back makes one sequential stream, which
-// the hardware prefetcher follows at nearly the read probe's rate; a tile of four rows is four short
-// streams (2 KB at k = 4096) that it does not (cold, one thread, Zen 5: 15 GB/s against 11). Each
-// group's products go to two accumulators (chains of 4 FMAs), and the group's sum is scaled into one
-// of four totals, so consecutive groups overlap and every blocksize takes the same path. Longer rows
-// use the tiles: one row at a time would stream all of its activations from L2 for every row.
-constexpr int64_t kRowStreamMaxK = 4096;   // 16 KB of fp32 activations: half of Zen 4's L1D
-constexpr int64_t kRowPrefetchBytes = 8192;  // beyond what the hardware prefetcher has in flight
-
-HWY_INLINE float dot_row(const float* prepared, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
-                         int64_t blocksize, const float* lut, int64_t r, const SplitGroupScales& group_scales) {
-    const DF df;
-    const DU du;
-    const VF table = hn::LoadU(df, lut);
-    const int64_t body = k / kGroup * kGroup;
-    const int64_t base = r * row_elems;
-    const uint8_t* row = B + base / 2;
-    const bool split_groups = blocksize < kGroup;
-    VF total[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
-    auto group = [&](int64_t g, VF& into) {
-        hwy::Prefetch(row + g / 2 + kRowPrefetchBytes);
-        const VU dwords = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row + g / 2));
-        const float* a = prepared + g;
-        VF acc0 = hn::Mul(lookup<0>(table, dwords), hn::LoadU(df, a));
-        VF acc1 = hn::Mul(lookup<1>(table, dwords), hn::LoadU(df, a + 16));
-        acc0 = hn::MulAdd(lookup<2>(table, dwords), hn::LoadU(df, a + 32), acc0);
-        acc1 = hn::MulAdd(lookup<3>(table, dwords), hn::LoadU(df, a + 48), acc1);
-        acc0 = hn::MulAdd(lookup<4>(table, dwords), hn::LoadU(df, a + 64), acc0);
-        acc1 = hn::MulAdd(lookup<5>(table, dwords), hn::LoadU(df, a + 80), acc1);
-        acc0 = hn::MulAdd(lookup<6>(table, dwords), hn::LoadU(df, a + 96), acc0);
-        acc1 = hn::MulAdd(lookup<7>(table, dwords), hn::LoadU(df, a + 112), acc1);
-        const int64_t beta = (base + g) / blocksize;
-        const VF scale = split_groups ? group_scales(scales + beta) : hn::Set(df, scales[beta]);
-        into = hn::MulAdd(hn::Add(acc0, acc1), scale, into);
-    };
-    int64_t g = 0;
-    for (; g + 4 * kGroup <= body; g += 4 * kGroup) {
-        group(g, total[0]);
-        group(g + kGroup, total[1]);
-        group(g + 2 * kGroup, total[2]);
-        group(g + 3 * kGroup, total[3]);
-    }
-    for (; g < body; g += kGroup) group(g, total[0]);
-    float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(total[0], total[1]), hn::Add(total[2], total[3]))));
-    for (int64_t kk = body; kk < k;) {  // past the last whole group, in order, one scale per block run
-        const int64_t b = (base + kk) / blocksize;
-        const int64_t run_end = std::min(k, (b + 1) * blocksize - base);
-        float partial = 0.0f;
-        for (; kk < run_end; ++kk) partial += prepared[kk] * lut[nibble_at(B, base + kk)];
-        sum += partial * scales[b];
-    }
-    return sum;
-}
-
 // GEMV: four weight rows share each activation load. GEMM: a tile of two weight rows meets every
 // activation row, four at a time (8 accumulators, 8 totals), so the weights are read from memory
 // once whatever M is; the columns are cut into slices whose M activation rows fit in L1 together
@@ -256,12 +207,6 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
               int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
     const int64_t body = k / kGroup * kGroup;
     if (M == 1) {
-        if (k <= kRowStreamMaxK) {
-            const SplitGroupScales group_scales(blocksize);
-            for (int64_t r = r0; r < r1; ++r)
-                sums[r] = dot_row(prepared, k, B, row_elems, scales, blocksize, lut, r, group_scales);
-            return;
-        }
         const Columns all{0, body, true, true};
         int64_t r = r0;
         for (; r + 4 <= r1; r += 4) dot_tile<1, 4>(prepared, k, B, row_elems, scales, blocksize, lut, r, sums, ldo, all);

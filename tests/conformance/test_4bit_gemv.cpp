@@ -64,7 +64,7 @@ TEMPLATE_TEST_CASE("4bit gemv: within the fp32 summation bound of the fp64 resul
         int m, k, ldb_extra;
     };
     // k multiple of 64 (SIMD groups), with a tail, smaller than a group, rows padded (ldb > k / 2); rows
-    // longer than 4096 (the AVX-512 kernel's tiles instead of its one-row stream), with and without a tail.
+    // longer than 4096, with and without a tail.
     const Case cases[] = {{33, 256, 0}, {7, 4096, 0}, {5, 1000, 0},  {9, 30, 0},
                           {6, 192, 16}, {300, 128, 0}, {5, 4160, 0}, {6, 8192, 0}};
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
