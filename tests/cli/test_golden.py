@@ -17,7 +17,6 @@ each case the dense input is quantized with the matching flags and both files ar
 Usage: test_golden.py PATH/TO/kbit PATH/TO/libkbit_io.so GOLDEN_DIR"""
 import ctypes as C
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,18 +26,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "io"))
 from kbit_io_ctypes import SUCCESS, P, Quant, Tensor, load, raw  # noqa: E402
+from check_report import Checks  # noqa: E402
 
 KBIT, GOLDEN = sys.argv[1], Path(sys.argv[3])
 io = load(sys.argv[2])
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
+check = Checks("cli.golden")
 
 
 def ulps(a, b):
@@ -165,9 +157,4 @@ for case in cases:
     io.kbit_io_close(ck_g)
 
 check(len(cases) == 10, f"10 recorded cases, found {cases}")
-if failures:
-    print(f"cli.golden FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
-    print(f"(files kept in {tmp})")
-    sys.exit(1)
-shutil.rmtree(tmp)
-print(f"cli.golden: OK ({checks} checks, {len(cases)} cases; {ties[0]} FP4 bfloat16 ties coded differently)")
+check.finish(tmp, f"{len(cases)} cases; {ties[0]} FP4 bfloat16 ties coded differently")

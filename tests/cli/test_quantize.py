@@ -16,7 +16,6 @@ Usage: test_quantize.py PATH/TO/kbit PATH/TO/libkbit_io.so"""
 import ctypes as C
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,17 +30,10 @@ from kbit.functional import dequantize_4bit, get_4bit_type, int8_vectorwise_quan
 KBIT = sys.argv[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "io"))
 from kbit_io_ctypes import SUCCESS, P, Quant, load, raw  # noqa: E402
+from check_report import Checks  # noqa: E402
 
 io = load(sys.argv[2])
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
+check = Checks("cli.quantize")
 
 
 def run(*args):
@@ -331,9 +323,4 @@ for cmd in ("quantize", "dequantize"):
 rc, so, se = run("help")
 check("  quantize " in so and "  dequantize " in so, "kbit help lists quantize and dequantize")
 
-if failures:
-    print(f"cli.quantize FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
-    print(f"(files kept in {tmp})")
-    sys.exit(1)
-shutil.rmtree(tmp)
-print(f"cli.quantize: OK ({checks} checks, {case} conversions)")
+check.finish(tmp, f"{case} conversions")

@@ -11,7 +11,6 @@ Usage: test_writer.py PATH/TO/libkbit_io.so CHECKPOINTS_DIR"""
 import ctypes as C
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -23,18 +22,10 @@ import kbit.checkpoint as ckpt
 
 LIB, DATA = sys.argv[1], Path(sys.argv[2])
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-
-
+from check_report import Checks  # noqa: E402
 from kbit_io_ctypes import INVALID, IO_DTYPE, SUCCESS, P, Quant, Tensor, load  # noqa: E402
+
+check = Checks("io.writer")
 
 lib = load(LIB)
 check(lib.kbit_io_interface_version() == (1 << 16) | 1, "kbit_io_interface_version is 1.1")
@@ -194,9 +185,4 @@ assert lib.kbit_io_writer_create(str(tmp / "later.safetensors").encode(), C.byre
 check(lib.kbit_io_writer_finish(w) == INVALID and b"cannot rename" in lib.kbit_io_last_error_message() and
       not leftovers(tmp), "failed rename: status, message, no temporary file")
 
-if failures:
-    print(f"io.writer FAILED ({len(failures)} of {checks}):", *failures, sep="\n  ")
-    print(f"(files kept in {tmp})")
-    sys.exit(1)
-shutil.rmtree(tmp)
-print(f"io.writer: OK ({checks} checks, {len(offsets)} offsets)")
+check.finish(tmp, f"{len(offsets)} offsets")
