@@ -159,6 +159,19 @@ def _blocks(n, blocksize):
 
 # ---- tables ---------------------------------------------------------------------------------------
 
+def _fma32(a, i, c):
+    """float32(a * i + c) rounded once, as fmaf: the product of a float32 and an integer below 2^24
+    is exact in binary64, and so is the sum whenever the two terms' bits span at most 53 places
+    (always for linspace(0.1, 1, count) with count <= 2^24); an inexact sum would round twice and is
+    refused rather than returned."""
+    p = float(a) * float(i)
+    s = p + float(c)
+    t = s - p
+    if (p - (s - t)) + (float(c) - t) != 0.0:  # TwoSum: the rounding error of the binary64 sum
+        raise ArithmeticError(f"kbit: fused multiply-add {a!r} * {i} + {c!r} is not exact in binary64")
+    return np.float32(s)
+
+
 @functools.lru_cache(maxsize=None)
 def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
     f32 = np.float32
@@ -170,10 +183,11 @@ def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
     extra = 2 ** (non_sign_bits - max_exponent_bits) - 1
 
     def means(count):
-        # torch.linspace(0.1, 1, count) in float32 as current torch CPU builds evaluate it (unfused:
-        # the first half counts up from 0.1, the second half down from 1.0), then pairwise midpoints.
+        # torch.linspace(0.1, 1, count) in float32 as torch 2.15's AVX2/AVX-512 CPU kernels evaluate it
+        # (the first half counts up from 0.1, the second half down from 1.0, each point one fused
+        # multiply-add: docs/behaviour.md §1.6), then pairwise midpoints.
         h = f32((f32(1.0) - f32(0.1)) / f32(count - 1))
-        b = [f32(0.1) + h * f32(i) if i < count // 2 else f32(1.0) - h * f32(count - 1 - i) for i in range(count)]
+        b = [_fma32(h, i, f32(0.1)) if i < count // 2 else _fma32(-h, count - 1 - i, f32(1.0)) for i in range(count)]
         return [f32((b[i] + b[i + 1]) / f32(2.0)) for i in range(count - 1)]
 
     def append(scale, ms):
@@ -201,7 +215,7 @@ def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
 
 def create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
     """bitsandbytes' dynamic 8-bit map: 256 ascending float32 values, evaluated in float32 exactly as
-    torch's CPU linspace does (docs/behaviour.md §1.6). signed=True is the default code of quantize_blockwise
+    torch 2.15's AVX2/AVX-512 CPU linspace does (docs/behaviour.md §1.6). signed=True is the default code of quantize_blockwise
     and of the optimizers' first state; signed=False the second state's."""
     return _dynamic_map_cached(bool(signed), int(max_exponent_bits), int(total_bits)).copy()
 

@@ -34,7 +34,8 @@ DTYPES = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 
 
 def dynamic_map(signed):
-    """bitsandbytes' create_dynamic_map(signed, 7, 8) in float32 (unfused linspace, as torch CPU)."""
+    """create_dynamic_map(signed, 7, 8) with linspace rounded twice (torch's DEFAULT CPU kernels; bitsandbytes under
+    torch 2.15 on AVX2 rounds once, docs/behaviour.md §1.6). Only an input here: recorded with its outputs."""
     data = []
     for d in range(7):
         F = (2 ** d + 1) if signed else (2 ** (d + 1) + 1)

@@ -8,8 +8,9 @@
 
 namespace kbit {
 
-// create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), evaluated in fp32 the way current
-// torch CPU builds evaluate it (unfused linspace): 256 ascending values.
+// create_dynamic_map(signed, max_exponent_bits=7, total_bits=8), evaluated in fp32 the way torch 2.15's
+// AVX2/AVX-512 CPU linspace evaluates it (each point one fused multiply-add, docs/behaviour.md §1.6):
+// 256 ascending values.
 inline std::vector<float> dynamic_map(bool is_signed) {
     std::vector<float> data;
     for (int d = 0; d <= 6; ++d) {
@@ -17,13 +18,9 @@ inline std::vector<float> dynamic_map(bool is_signed) {
         const float h = (1.0f - 0.1f) / static_cast<float>(F - 1);
         std::vector<float> b(F);
         for (int i = 0; i < F; ++i) {
-            if (i < F / 2) {
-                const float step = h * static_cast<float>(i);
-                b[i] = 0.1f + step;
-            } else {
-                const float step = h * static_cast<float>(F - 1 - i);
-                b[i] = 1.0f - step;
-            }
+            // Written as std::fma: host code is built with -ffp-contract=off, so nothing else fuses.
+            b[i] = i < F / 2 ? std::fma(h, static_cast<float>(i), 0.1f)
+                             : std::fma(-h, static_cast<float>(F - 1 - i), 1.0f);
         }
         const float scale = static_cast<float>(std::pow(10.0, d - 6));
         for (int i = 0; i + 1 < F; ++i) {

@@ -17,8 +17,8 @@ struct CodeTable {
     std::vector<float> code;  // 256 entries
 };
 
-// bitsandbytes' create_linear_map(signed=True, total_bits=8, add_zero=True) as current torch CPU
-// evaluates it (unfused linspace): 255 values from -1 to 1, then 0.0 inserted after the first 127. The
+// bitsandbytes' create_linear_map(signed=True, total_bits=8, add_zero=True) with linspace rounded twice
+// (torch's DEFAULT CPU kernels; an input table only): 255 values from -1 to 1, then 0.0 inserted after the first 127. The
 // linspace middle point is exactly 0, so 0.0 appears twice (indices 127 and 128).
 inline std::vector<float> linear_map_with_zero() {
     const int F = 255;

@@ -1,5 +1,7 @@
 """create_dynamic_map: bitsandbytes' map in float32 arithmetic (docs/behaviour.md §1.6), bit for bit equal to
-the conformance suite's dynamic_map() (tests/conformance/testutil.h) and to the values the spec lists."""
+the tables bitsandbytes 0.50.2 built under torch 2.15 (tests/golden/dynamic_map.*, recorded by
+scripts/golden/gen_dynamic_map.py), to the conformance suite's dynamic_map() (tests/conformance/testutil.h)
+and to the values the spec lists."""
 import os
 import subprocess
 
@@ -29,6 +31,52 @@ def cpp_maps():
 @pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
 def test_equals_the_conformance_suite_bit_for_bit(cpp_maps, signed):
     assert np.array_equal(bits(kbit.create_dynamic_map(signed=signed)), cpp_maps[0 if signed else 1])
+
+
+def _golden_cases():
+    from conftest import golden_array, load_golden
+    index, blob = load_golden("dynamic_map")
+    return [(c, golden_array(blob, c["code"], np.float32)) for c in index["cases"]], index["rejected"]
+
+
+GOLDEN_CASES, GOLDEN_REJECTED = _golden_cases()
+
+
+def _case_id(c):
+    return f"{'signed' if c['signed'] else 'unsigned'}-e{c['max_exponent_bits']}-b{c['total_bits']}"
+
+
+@pytest.mark.parametrize("case,table", GOLDEN_CASES, ids=[_case_id(c) for c, _ in GOLDEN_CASES])
+def test_equals_bitsandbytes_under_torch_bit_for_bit(case, table):
+    got = kbit.create_dynamic_map(signed=case["signed"], max_exponent_bits=case["max_exponent_bits"],
+                                  total_bits=case["total_bits"])
+    assert got.tobytes() == table.tobytes()
+
+
+def test_golden_covers_the_default_tables_and_both_signs():
+    ids = {_case_id(c) for c, _ in GOLDEN_CASES}
+    assert {"signed-e7-b8", "unsigned-e7-b8", "signed-e5-b8", "signed-e4-b6"} <= ids
+    assert len(GOLDEN_CASES) == 35 and len(GOLDEN_REJECTED) == 21
+
+
+@pytest.mark.parametrize("params", GOLDEN_REJECTED, ids=_case_id)
+def test_rejects_what_bitsandbytes_rejects(params):
+    with pytest.raises(ValueError, match=r"create_dynamic_map: signed=False, .* values, not "):
+        kbit.create_dynamic_map(**params)
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
+def test_conformance_suite_table_equals_bitsandbytes(cpp_maps, signed):
+    table = next(t for c, t in GOLDEN_CASES if c["signed"] == signed and c["max_exponent_bits"] == 7
+                 and c["total_bits"] == 8)
+    assert np.array_equal(bits(table), cpp_maps[0 if signed else 1])
+
+
+def test_rounds_linspace_once_not_twice():
+    # Entry 18 of the signed table: from linspace(0.1, 1, 65)[13..14]; 0.1f + h*13 rounded twice gives
+    # the neighbouring float (-0.7398437857627869 before this table followed torch 2.15).
+    c = kbit.create_dynamic_map()
+    assert bits(c[18]) == bits(f32(-0.7398437261581421)) and c[18] != f32(-0.7398437857627869)
 
 
 def test_signed_map_listed_values():

@@ -1,0 +1,352 @@
+"""kbit as the kernel provider of bitsandbytes' torch ops for CPU tensors.
+
+    import bitsandbytes, kbit.bitsandbytes
+    kbit.bitsandbytes.install()     # before building models: bnb.nn.Linear4bit, Linear8bitLt,
+                                    # bnb.optim.Adam8bit, ... now run on kbit's CPU backend
+
+install() registers, with torch.library.register_kernel(op, "cpu", fn), a kernel for each op of
+bitsandbytes 0.50.2 that kbit's C ABI covers (OPS below). Each kernel makes the C calls that
+bitsandbytes' CUDA path makes (same function names and arguments, kbit's CPU backend through the
+loader) and checks every returned kbit_status: a rejected call raises kbit.KbitError with
+kbit_last_error_message() instead of leaving its output uninitialised. Ops that kbit has no kernel
+for keep bitsandbytes' own implementation (NOT_COVERED says why).
+
+bitsandbytes' CPU path repacks 4-bit weights into a private layout for its AVX512-BF16 GEMV when
+has_avx512bf16() is true; kbit's GEMV takes bitsandbytes' standard layout (the one its CUDA path
+uses), so install() makes bitsandbytes' has_avx512bf16() answer False. Modules built before
+install() keep the answer they read at construction.
+
+torch and bitsandbytes are imported by this module only; the rest of kbit never needs them.
+"""
+import threading
+from math import prod
+
+from . import functional as _kf
+from ._devices import backend_for
+
+# op -> what kbit calls for it.
+OPS = {
+    "quantize_4bit": "cquantize_blockwise_{fp32,fp16,bf16}_{fp4,nf4}",
+    "dequantize_4bit": "cdequantize_blockwise_{fp32,fp16,bf16}_{fp4,nf4}",
+    "dequantize_4bit.out": "cdequantize_blockwise_{fp32,fp16,bf16}_{fp4,nf4}",
+    "gemv_4bit": "cgemm_4bit_inference_naive_{fp32,fp16,bf16}",
+    "gemv_4bit.out": "cgemm_4bit_inference_naive_{fp32,fp16,bf16}",
+    "gemm_4bit": "cgemm_4bit_{fp32,fp16,bf16}",
+    "quantize_blockwise": "cquantize_blockwise_{fp32,fp16,bf16}",
+    "dequantize_blockwise": "cdequantize_blockwise_{fp32,fp16,bf16}",
+    "dequantize_blockwise.out": "cdequantize_blockwise_{fp32,fp16,bf16}",
+    "int8_vectorwise_quant": "kbit_int8_vectorwise_quant",
+    "int8_double_quant": "kbit_int8_vectorwise_quant (rows; columns in torch, as bitsandbytes' CUDA path)",
+    "int8_linear_matmul": "cigemmlt_32",
+    "int8_linear_matmul.out": "cigemmlt_32",
+    "int8_mm_dequant": "cdequant_mm_int32_fp16",
+    "optimizer_update_32bit": "c<optimizer>32bit_grad_*",
+    "optimizer_update_8bit_blockwise": "c<optimizer>_8bit_blockwise_grad_*",
+}
+NOT_COVERED = {
+    "int8_vectorwise_dequant": "no kbit kernel: bitsandbytes' default torch expression (A * stats / 127) stays",
+    "int8_scaled_mm": "composite: bitsandbytes' default calls int8_linear_matmul and int8_mm_dequant, which reach kbit",
+    "int8_mixed_scaled_mm": "composite: its default calls int8_scaled_mm and torch's matmul for the outlier columns",
+}
+
+_DT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+_OPT32 = {"adam": ("cadam32bit_grad_fp32", "cadam32bit_grad_fp16", "cadam32bit_grad_bf16"),
+          "momentum": ("cmomentum32bit_grad_32", "cmomentum32bit_grad_16", "kbit_momentum32bit_grad_bf16"),
+          "rmsprop": ("crmsprop32bit_grad_32", "crmsprop32bit_grad_16", "kbit_rmsprop32bit_grad_bf16"),
+          "lion": ("clion32bit_grad_fp32", "clion32bit_grad_fp16", "clion32bit_grad_bf16"),
+          "adagrad": ("cadagrad32bit_grad_32", "cadagrad32bit_grad_16", "kbit_adagrad32bit_grad_bf16"),
+          "lamb": ("cadam32bit_grad_fp32", "cadam32bit_grad_fp16", "cadam32bit_grad_bf16"),
+          "ademamix": ("cademamix32bit_grad_fp32", "cademamix32bit_grad_fp16", "cademamix32bit_grad_bf16"),
+          "lars": ("cmomentum32bit_grad_32", "cmomentum32bit_grad_16", "kbit_momentum32bit_grad_bf16")}
+_OPT8 = {name: tuple(f"c{name}_8bit_blockwise_grad_{d}" for d in ("fp32", "fp16", "bf16"))
+         for name in ("adam", "momentum", "rmsprop", "lion", "adagrad", "ademamix")}
+
+_lock = threading.Lock()
+_installed = None
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _lib():
+    return backend_for("cpu").checked  # every call raises KbitError on a non-zero status
+
+
+def _dt(t, what):
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _DT:
+        raise ValueError(f"kbit.bitsandbytes: {what} must be float32, float16 or bfloat16, not {name}")
+    return _DT[name]
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def _int32(what, v):
+    if not 0 <= v < 2 ** 31:
+        raise ValueError(f"kbit.bitsandbytes: {what} {v} does not fit the int32 of bitsandbytes' C functions")
+    return v
+
+
+def _quantize_4bit(A, blocksize, quant_type, quant_storage):
+    torch = _torch()
+    A = A.contiguous()
+    n = A.numel()
+    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32)
+    out = torch.empty(((n + 1) // (quant_storage.itemsize * 2), 1), dtype=quant_storage)
+    getattr(_lib(), f"cquantize_blockwise_{_dt(A, 'A')}_{quant_type}")(
+        None, A.data_ptr(), absmax.data_ptr(), out.data_ptr(), blocksize, _int32("n", n))
+    return out, absmax
+
+
+def _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out):
+    A = A.contiguous()
+    absmax = absmax.contiguous()
+    fn = getattr(_lib(), f"cdequantize_blockwise_{_dt(out, 'dtype')}_{quant_type}")
+    fn(None, A.data_ptr(), absmax.data_ptr(), out.data_ptr(), blocksize, _int32("n", out.numel()), None)
+
+
+def _dequantize_4bit(A, absmax, blocksize, quant_type, shape, dtype):
+    out = _torch().empty(tuple(shape), dtype=dtype)
+    _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out)
+    return out
+
+
+def _dequantize_4bit_out(A, absmax, blocksize, quant_type, shape, dtype, out):
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype or not out.is_contiguous():
+        raise ValueError(f"kbit.bitsandbytes: out must be a contiguous {dtype} tensor of shape {tuple(shape)}, "
+                         f"not {out.dtype} {tuple(out.shape)}")
+    _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out)
+
+
+def _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out):
+    A = A.contiguous()
+    if B.dtype != _torch().uint8:
+        B = B.contiguous().view(_torch().uint8)
+    m, k = int(shapeB[0]), int(shapeB[1])
+    if A.shape[-1] != k or A.numel() != k:
+        raise ValueError(f"kbit.bitsandbytes: gemv_4bit takes one row of {k} elements, not A of shape {tuple(A.shape)}")
+    fn = getattr(_lib(), f"cgemm_4bit_inference_naive_{_dt(A, 'A')}")
+    fn(_int32("m", m), 1, _int32("k", k), A.data_ptr(), B.contiguous().data_ptr(), absmax.contiguous().data_ptr(),
+       code.contiguous().data_ptr(), out.data_ptr(), m, (k + 1) // 2, m, blocksize, None)
+
+
+def _gemv_4bit(A, B, shapeB, absmax, code, blocksize):
+    out = _torch().empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype)
+    _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out)
+    return out
+
+
+def _gemv_4bit_out(A, B, shapeB, absmax, code, blocksize, out):
+    if tuple(out.shape) != (*A.shape[:-1], shapeB[0]) or out.dtype != A.dtype or not out.is_contiguous():
+        raise ValueError(f"kbit.bitsandbytes: gemv_4bit out must be a contiguous {A.dtype} tensor of shape "
+                         f"{(*A.shape[:-1], shapeB[0])}")
+    _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out)
+
+
+def _gemm_4bit(A, B, shapeB, absmax, blocksize, quant_type, bias=None, absmax_8bit=None, absmax_code=None,
+               absmax_offset=None):
+    torch = _torch()
+    A = A.contiguous()
+    K = A.shape[-1]
+    M, N = A.numel() // K, int(shapeB[0])
+    out = torch.empty((*A.shape[:-1], N), dtype=A.dtype)
+    if B.dtype != torch.uint8:
+        B = B.contiguous().view(torch.uint8)
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    absmax, absmax_8bit, absmax_code, absmax_offset, bias = map(c, (absmax, absmax_8bit, absmax_code,
+                                                                  absmax_offset, bias))
+    getattr(_lib(), f"cgemm_4bit_{_dt(A, 'A')}")(
+        A.data_ptr(), B.contiguous().data_ptr(), _ptr(absmax), _ptr(absmax_8bit), _ptr(absmax_code),
+        _ptr(absmax_offset), out.data_ptr(), _ptr(bias), _int32("M", M), _int32("N", N), _int32("K", K), blocksize,
+        1 if quant_type == "fp4" else 2, None)
+    return out
+
+
+def _quantize_blockwise(A, code, blocksize):
+    torch = _torch()
+    A = A.contiguous()
+    if code.dtype != torch.float32:
+        raise ValueError(f"kbit.bitsandbytes: code must be float32, not {code.dtype}")
+    n = A.numel()
+    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32)
+    out = torch.empty_like(A, dtype=torch.uint8)
+    getattr(_lib(), f"cquantize_blockwise_{_dt(A, 'A')}")(code.contiguous().data_ptr(), A.data_ptr(),
+                                                          absmax.data_ptr(), out.data_ptr(), blocksize,
+                                                          _int32("n", n))
+    return out, absmax
+
+
+def _dequantize_blockwise_into(A, absmax, code, blocksize, out):
+    A = A.contiguous()
+    getattr(_lib(), f"cdequantize_blockwise_{_dt(out, 'dtype')}")(
+        code.contiguous().data_ptr(), A.data_ptr(), absmax.contiguous().data_ptr(), out.data_ptr(), blocksize,
+        _int32("n", A.numel()), None)
+
+
+def _dequantize_blockwise(A, absmax, code, blocksize, dtype):
+    out = _torch().empty_like(A, dtype=dtype, memory_format=_torch().contiguous_format)
+    _dequantize_blockwise_into(A, absmax, code, blocksize, out)
+    return out
+
+
+def _dequantize_blockwise_out(A, absmax, code, blocksize, dtype, out):
+    if out.dtype != dtype or out.shape != A.shape or not out.is_contiguous():
+        raise ValueError(f"kbit.bitsandbytes: out must be a contiguous {dtype} tensor of shape {tuple(A.shape)}")
+    _dequantize_blockwise_into(A, absmax, code, blocksize, out)
+
+
+def _int8_vectorwise_quant(A, threshold=0.0):
+    torch = _torch()
+    if A.dtype != torch.float16:
+        raise ValueError(f"kbit.bitsandbytes: A must be float16, not {A.dtype}")
+    if threshold < 0.0:
+        raise ValueError("kbit.bitsandbytes: threshold must be non-negative")
+    out, row_stats, outlier_cols = _kf.int8_vectorwise_quant(A.contiguous(), threshold)
+    if threshold > 0.0 and outlier_cols is None:
+        outlier_cols = torch.empty(0, dtype=torch.int64)
+    if outlier_cols is not None and A.numel() // A.shape[-1] > 1 and outlier_cols.numel():
+        out.view(-1, A.shape[-1])[:, outlier_cols] = 0  # whole outlier columns, as bitsandbytes' result has
+    return out, row_stats, outlier_cols
+
+
+def _int8_double_quant(A, threshold=0.0):
+    torch = _torch()
+    quant_row, row_stats, outlier_cols = _int8_vectorwise_quant(A, threshold)
+    absA = A.abs().view(-1, A.shape[-1])
+    mask = None
+    if threshold > 0.0:
+        mask = absA >= threshold
+        absA = absA.masked_fill(mask, 0.0)
+    col_stats = absA.amax(dim=0).float()
+    if mask is not None:
+        A = A.masked_fill(mask.view(A.shape), 0.0)
+    quant_col = torch.round(A.mul(127.0) / col_stats.unsqueeze(0)).to(torch.int8)
+    return quant_row, quant_col, row_stats, col_stats.flatten(), outlier_cols
+
+
+def _int8_linear_matmul_into(A, B, out):
+    torch = _torch()
+    if A.dtype != torch.int8 or B.dtype != torch.int8:
+        raise ValueError(f"kbit.bitsandbytes: A and B must be int8, not {A.dtype} and {B.dtype}")
+    if out.dtype != torch.int32 or tuple(out.shape) != (*A.shape[:-1], B.shape[0]) or not out.is_contiguous():
+        raise ValueError(f"kbit.bitsandbytes: out must be a contiguous int32 tensor of shape "
+                         f"{(*A.shape[:-1], B.shape[0])}")
+    if prod(A.shape) <= 0:
+        raise ValueError(f"kbit.bitsandbytes: input tensor dimensions need to be > 0: {tuple(A.shape)}")
+    _kf.int8_linear_matmul(A.contiguous(), B.contiguous(), out=out)
+    return out
+
+
+def _int8_linear_matmul(A, B):
+    out = _torch().empty((*A.shape[:-1], B.shape[0]), dtype=_torch().int32)
+    return _int8_linear_matmul_into(A, B, out)
+
+
+def _int8_linear_matmul_out(A, B, out):
+    _int8_linear_matmul_into(A, B, out)
+
+
+def _int8_mm_dequant(A, row_stats, col_stats, dtype=None, bias=None):
+    torch = _torch()
+    if A.dtype != torch.int32 or row_stats.dtype != torch.float32 or col_stats.dtype != torch.float32:
+        raise ValueError("kbit.bitsandbytes: int8_mm_dequant takes int32 A and float32 row_stats, col_stats")
+    fused = bias if bias is not None and bias.dtype == torch.float16 else None
+    out = _kf.int8_mm_dequant(A.contiguous(), row_stats.contiguous(), col_stats.contiguous(),
+                              bias=None if fused is None else fused.contiguous())
+    if bias is not None and fused is None:
+        out = out.add_(bias)
+    return out.to(dtype or torch.float16)
+
+
+def _optimizer_update_32bit(optimizer_name, g, p, state1, state2, unorm_vec, max_unorm, param_norm, beta1, beta2,
+                            beta3, alpha, eps, weight_decay, step, lr, gnorm_scale, skip_zeros=False):
+    fns = _OPT32.get(optimizer_name)
+    if fns is None:
+        raise ValueError(f"kbit.bitsandbytes: unsupported optimizer {optimizer_name!r} (supported: {', '.join(_OPT32)})")
+    fn = getattr(_lib(), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
+    for t in (g, p, state1, state2, unorm_vec):
+        if t is not None and not t.is_contiguous():
+            raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
+    fn(g.data_ptr(), p.data_ptr(), state1.data_ptr(), _ptr(state2), _ptr(unorm_vec), max_unorm, param_norm, beta1,
+       beta2, beta3, alpha, eps, weight_decay, step, lr, gnorm_scale, bool(skip_zeros), _int32("n", g.numel()))
+
+
+def _optimizer_update_8bit_blockwise(optimizer_name, g, p, state1, state2, beta1, beta2, beta3, alpha, eps, step,
+                                     lr, qmap1, qmap2, absmax1, absmax2, weight_decay, gnorm_scale,
+                                     skip_zeros=False):
+    fns = _OPT8.get(optimizer_name)
+    if fns is None:
+        raise ValueError(f"kbit.bitsandbytes: unsupported optimizer {optimizer_name!r} (supported: {', '.join(_OPT8)})")
+    fn = getattr(_lib(), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
+    for t in (g, p, state1, state2, qmap1, qmap2, absmax1, absmax2):
+        if t is not None and not t.is_contiguous():
+            raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
+    fn(p.data_ptr(), g.data_ptr(), state1.data_ptr(), _ptr(state2), beta1, beta2, beta3, alpha, eps, step, lr,
+       qmap1.data_ptr(), _ptr(qmap2), absmax1.data_ptr(), _ptr(absmax2), weight_decay, gnorm_scale, bool(skip_zeros),
+       _int32("n", g.numel()))
+
+
+_KERNELS = {
+    "quantize_4bit": _quantize_4bit,
+    "dequantize_4bit": _dequantize_4bit,
+    "dequantize_4bit.out": _dequantize_4bit_out,
+    "gemv_4bit": _gemv_4bit,
+    "gemv_4bit.out": _gemv_4bit_out,
+    "gemm_4bit": _gemm_4bit,
+    "quantize_blockwise": _quantize_blockwise,
+    "dequantize_blockwise": _dequantize_blockwise,
+    "dequantize_blockwise.out": _dequantize_blockwise_out,
+    "int8_vectorwise_quant": _int8_vectorwise_quant,
+    "int8_double_quant": _int8_double_quant,
+    "int8_linear_matmul": _int8_linear_matmul,
+    "int8_linear_matmul.out": _int8_linear_matmul_out,
+    "int8_mm_dequant": _int8_mm_dequant,
+    "optimizer_update_32bit": _optimizer_update_32bit,
+    "optimizer_update_8bit_blockwise": _optimizer_update_8bit_blockwise,
+}
+assert set(_KERNELS) == set(OPS)
+
+
+def _op_exists(torch, name):
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.bitsandbytes, base, None)
+    return packet is not None and hasattr(packet, overload or "default")
+
+
+def install():
+    """Registers kbit's kernels for CPU tensors on every bitsandbytes op of OPS that this bitsandbytes
+    defines (imports bitsandbytes first). Returns the list of ops registered. Idempotent."""
+    global _installed
+    with _lock:
+        if _installed is not None:
+            return list(_installed)
+        torch = _torch()
+        import bitsandbytes  # noqa: F401  (defines the ops and registers its own kernels first)
+        import bitsandbytes.functional as bnbf
+        backend_for("cpu")  # open the CPU backend now: a missing library fails here, not in a layer
+        done = []
+        for name, fn in _KERNELS.items():
+            if _op_exists(torch, name):
+                torch.library.register_kernel(f"bitsandbytes::{name}", "cpu", fn)
+                done.append(name)
+        # bitsandbytes' private repacked CPU layout is only used when this answers True (module docstring).
+        bnbf.has_avx512bf16 = lambda: False
+        try:
+            import bitsandbytes.nn.modules as bnbm
+            bnbm.has_avx512bf16 = bnbf.has_avx512bf16
+        except ImportError:  # pragma: no cover - bitsandbytes without nn
+            pass
+        _installed = tuple(done)
+        return done
+
+
+def installed():
+    """The ops install() registered, or None before install()."""
+    return None if _installed is None else list(_installed)
+
+
+__all__ = ["install", "installed", "OPS", "NOT_COVERED"]
