@@ -156,6 +156,8 @@ def _gemm_4bit(A, B, shapeB, absmax, blocksize, quant_type, bias=None, absmax_8b
     out = torch.empty((*A.shape[:-1], N), dtype=A.dtype)
     if B.dtype != torch.uint8:
         B = B.contiguous().view(torch.uint8)
+    if absmax_offset is not None and absmax_offset.dtype != torch.float32:
+        absmax_offset = absmax_offset.float()  # the C function reads one float (checkpoints may hold bf16/fp16)
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     absmax, absmax_8bit, absmax_code, absmax_offset, bias = map(c, (absmax, absmax_8bit, absmax_code,
                                                                   absmax_offset, bias))
