@@ -366,6 +366,17 @@ std::vector<float> quant_map(const Job& j, int32_t format) {
     return map;
 }
 
+// Bytes of every tensor of the checkpoint: the progress display's total.
+uint64_t tensor_bytes(const kbit_io_checkpoint* ck) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < kbit_io_tensor_count(ck); ++i) {
+        const kbit_io_tensor* t;
+        check_io(kbit_io_tensor_at(ck, i, &t));
+        total += t->nbytes;
+    }
+    return total;
+}
+
 int run_quantize_job(Job& j, const QuantOptions& o) {
     open_job(j);
     if (kbit_io_quant_count(j.ck) > 0)
@@ -376,12 +387,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
     std::vector<std::string> skip = o.skip;
     if (o.default_skip) skip.insert(skip.begin(), std::begin(kDefaultSkip), std::end(kDefaultSkip));
     const size_t count = kbit_io_tensor_count(j.ck);
-    uint64_t total_in = 0;
-    for (size_t i = 0; i < count; ++i) {
-        const kbit_io_tensor* t;
-        check_io(kbit_io_tensor_at(j.ck, i, &t));
-        total_in += t->nbytes;
-    }
+    const uint64_t total_in = tensor_bytes(j.ck);
     Progress progress("kbit quantize", o.quiet, count, total_in);
     std::map<std::string, size_t> weight_map;
     std::vector<uint8_t> packed, codes, copy;
@@ -537,12 +543,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
         return false;
     };
     const size_t count = kbit_io_tensor_count(j.ck);
-    uint64_t total_in = 0;
-    for (size_t i = 0; i < count; ++i) {
-        const kbit_io_tensor* t;
-        check_io(kbit_io_tensor_at(j.ck, i, &t));
-        total_in += t->nbytes;
-    }
+    const uint64_t total_in = tensor_bytes(j.ck);
     Progress progress("kbit dequantize", quiet, count, total_in);
     std::map<std::string, size_t> weight_map;
     std::vector<float> absmax;
