@@ -11,10 +11,17 @@ loader) and checks every returned kbit_status: a rejected call raises kbit.KbitE
 kbit_last_error_message() instead of leaving its output uninitialised. Ops that kbit has no kernel
 for keep bitsandbytes' own implementation (NOT_COVERED says why).
 
-bitsandbytes' CPU path repacks 4-bit weights into a private layout for its AVX512-BF16 GEMV when
-has_avx512bf16() is true; kbit's GEMV takes bitsandbytes' standard layout (the one its CUDA path
-uses), so install() makes bitsandbytes' has_avx512bf16() answer False. Modules built before
-install() keep the answer they read at construction.
+bitsandbytes' CPU path repacks 4-bit weights into a private layout when has_avx512bf16() is true
+(Linear4bit in eval mode without grad, F._convert_weight_packed_for_cpu) and then sends every CPU
+gemv_4bit through its fused kernel, which rounds the activations and the result to bf16. install()
+keeps that behaviour, so code and tests see what bitsandbytes' own CPU path does: has_avx512bf16()
+answers what kbit's CPU backend answers (has_avx512bf16_cpu, abi/kbit_bnb_cpu.def), and gemv_4bit
+serves both layouts, told apart by absmax (1-D fp32 in the standard layout, 2-D [K / blocksize, N]
+bf16 in the repacked one): the standard layout through cgemm_4bit_inference_naive_*, the repacked one
+through the backend's gemv_4bit_inference_cpu_{nf4,fp4}_bf16 (exact fp32 table over the bf16 inputs,
+where bitsandbytes' kernel also rounds the table to bf16). A backend without that interface answers
+False and never sees the repacked layout. Modules built before install() keep the answer they read
+at construction.
 
 torch and bitsandbytes are imported by this module only; the rest of kbit never needs them.
 """
@@ -122,7 +129,70 @@ def _dequantize_4bit_out(A, absmax, blocksize, quant_type, shape, dtype, out):
     _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out)
 
 
+_bnb_cpu_functions = None
+
+
+def _bnb_cpu():
+    """The CPU backend's bitsandbytes-CPU functions (abi/kbit_bnb_cpu.def: the backend file exports them
+    beside its tables; the loader does not forward them), as a ctypes library typed from the list, or
+    None when the backend lacks that interface at major 1."""
+    global _bnb_cpu_functions
+    with _lock:
+        if _bnb_cpu_functions is None:
+            import ctypes
+            from . import _abi
+            found = False
+            try:
+                cdll = ctypes.CDLL(backend_for("cpu").path)  # already loaded by the loader: the same handle
+                version = cdll.kbit_bnb_cpu_interface_version
+                version.restype, version.argtypes = ctypes.c_uint32, []
+                found = version() >> 16 == 1
+            except (OSError, AttributeError):
+                pass
+            if found:
+                for fn in _abi.functions("bnb_cpu"):
+                    f = getattr(cdll, fn["name"])
+                    f.restype, f.argtypes = _abi.signature(fn)
+            _bnb_cpu_functions = cdll if found else False
+        return _bnb_cpu_functions or None
+
+
+def _has_avx512bf16():
+    lib = _bnb_cpu()
+    return bool(lib is not None and lib.has_avx512bf16_cpu())
+
+
+def _is_repacked(absmax):
+    return absmax.dim() == 2  # F._convert_weight_packed_for_cpu's [K / blocksize, N]; the standard one is 1-D
+
+
+def _gemv_4bit_repacked(A, B, shapeB, absmax, code, blocksize):
+    """bitsandbytes' repacked CPU layout: any number of rows, computed in bf16 as bitsandbytes does."""
+    torch = _torch()
+    lib = _bnb_cpu()
+    if lib is None:
+        raise ValueError("kbit.bitsandbytes: a weight in bitsandbytes' repacked CPU layout, but kbit's CPU backend "
+                         "lacks the bnb_cpu interface (gemv_4bit_inference_cpu_*_bf16)")
+    if B.dtype != torch.uint8:
+        B = B.contiguous().view(torch.uint8)
+    n, k = int(shapeB[0]), int(shapeB[1])
+    if A.shape[-1] != k:
+        raise ValueError(f"kbit.bitsandbytes: gemv_4bit: A's last dimension {A.shape[-1]} is not the weight's {k}")
+    rows = A.reshape(-1, k).to(torch.bfloat16).contiguous()
+    absmax = absmax.to(torch.bfloat16).contiguous()
+    out = torch.empty((rows.shape[0], n), dtype=torch.bfloat16)
+    name = f"gemv_4bit_inference_cpu_{'fp4' if float(code[1]) > 0 else 'nf4'}_bf16"  # bitsandbytes' own test
+    status = getattr(lib, name)(rows.shape[0], n, k, rows.data_ptr(), B.contiguous().data_ptr(), absmax.data_ptr(),
+                                out.data_ptr(), blocksize, k, n)
+    if status != 0:
+        raise backend_for("cpu").error(name, status)
+    return out.to(A.dtype).reshape(*A.shape[:-1], n)
+
+
 def _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out):
+    if _is_repacked(absmax):
+        out.copy_(_gemv_4bit_repacked(A, B, shapeB, absmax, code, blocksize))
+        return
     A = A.contiguous()
     if B.dtype != _torch().uint8:
         B = B.contiguous().view(_torch().uint8)
@@ -135,6 +205,8 @@ def _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out):
 
 
 def _gemv_4bit(A, B, shapeB, absmax, code, blocksize):
+    if _is_repacked(absmax):
+        return _gemv_4bit_repacked(A, B, shapeB, absmax, code, blocksize)
     out = _torch().empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype)
     _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out)
     return out
@@ -335,8 +407,8 @@ def install():
             if _op_exists(torch, name):
                 torch.library.register_kernel(f"bitsandbytes::{name}", "cpu", fn)
                 done.append(name)
-        # bitsandbytes' private repacked CPU layout is only used when this answers True (module docstring).
-        bnbf.has_avx512bf16 = lambda: False
+        # bitsandbytes repacks 4-bit weights for the CPU when this answers True (module docstring).
+        bnbf.has_avx512bf16 = _has_avx512bf16
         try:
             import bitsandbytes.nn.modules as bnbm
             bnbm.has_avx512bf16 = bnbf.has_avx512bf16

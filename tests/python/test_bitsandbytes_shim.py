@@ -4,6 +4,7 @@ path. Needs torch and bitsandbytes (skipped without them; kbit itself needs neit
 The same seeded cases run in two child interpreters: one with bitsandbytes as installed ("bnb"), one
 after kbit.bitsandbytes.install() ("kbit"); each writes its results with torch.save. This file is
 also the child's script (python test_bitsandbytes_shim.py LEG OUT)."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -177,6 +178,7 @@ def _child(leg, out_path):
     if leg == "kbit":
         import kbit.bitsandbytes
         meta["installed"] = kbit.bitsandbytes.install()
+    meta["repacks"] = bool(bnb.functional.has_avx512bf16())  # eval-mode Linear4bit takes the bf16 CPU layout
     results = {}
     for name, fn in _cases(torch, bnb):
         try:
@@ -356,10 +358,21 @@ def test_optimizer_updates(legs, name):
 def test_linear4bit_forward(legs, name):
     b, k = _pair(legs, name)
     assert torch.equal(b["weight"], k["weight"]), "the quantized weights differ"  # FP4: +0 / -0 apart
+    repacks = legs["kbit"]["meta"]["repacks"]
     for key, x in (("one", "x1"), ("four", "x4")):
         exact = k[x].double() @ k["weight"].double().t() + k["bias"].double()
         scale = float((k[x].double().abs() @ k["weight"].double().abs().t()).max()) + 1.0
-        assert float((k[key].double() - exact).abs().max()) <= 256 * 2.0 ** -24 * scale, key
+        if repacks:
+            # As bitsandbytes on an AVX512-BF16 CPU: activations, block scales (absmax) and the product
+            # rounded to bf16 (each within 2^-9 relative), kbit's products exact over them (fp32
+            # accumulation), then the fp32 bias.
+            xr = k[x].bfloat16().double()
+            xw = xr @ k["weight"].double().t()
+            bound = 2.0 ** -8 * xw.abs() + 2.0 ** -9 * (xr.abs() @ k["weight"].double().abs().t()) + \
+                256 * 2.0 ** -24 * scale
+            assert bool(((k[key].double() - (xw + k["bias"].double())).abs() <= bound).all()), key
+        else:
+            assert float((k[key].double() - exact).abs().max()) <= 256 * 2.0 ** -24 * scale, key
         # bitsandbytes computes in bf16 on an AVX512-BF16 CPU: both within its error of the exact product.
         assert float((b[key].double() - exact).abs().max()) <= 2.0 ** -7 * scale, key
 
@@ -386,6 +399,39 @@ def test_gemv_4bit_against_dequantized_weights():
         bound = float((A.double().abs() @ Wd.double().abs().t()).max()) * (2 * torch.finfo(dtype).eps + 512 * 2.0 ** -24)
         assert out.dtype == dtype and out.shape == (1, 96)
         assert float((out.double() - exact).abs().max()) <= bound, dt
+
+
+def test_has_avx512bf16_is_kbits_answer():
+    kbnb.install()
+    cpu = ctypes.CDLL(kbit.load("cpu").path)
+    cpu.has_avx512bf16_cpu.restype = ctypes.c_bool
+    assert bnb.functional.has_avx512bf16() is bool(cpu.has_avx512bf16_cpu())
+    assert bnb.nn.modules.has_avx512bf16() is bnb.functional.has_avx512bf16()
+
+
+@pytest.mark.parametrize("qt", ["nf4", "fp4"])
+def test_gemv_4bit_on_bitsandbytes_repacked_cpu_layout(qt):
+    # F._convert_weight_packed_for_cpu's layout (what eval-mode Linear4bit uses when has_avx512bf16()):
+    # served by the backend's gemv_4bit_inference_cpu_*_bf16 whatever the CPU, rows of A rounded to bf16.
+    kbnb.install()
+    g = torch.Generator().manual_seed(11)
+    W = torch.randn(64, 256, generator=g)
+    for dtype, rows in ((torch.float32, 1), (torch.bfloat16, 3), (torch.float16, 2)):
+        qB, state = bnb.functional.quantize_4bit(W, blocksize=64, quant_type=qt)
+        Wd = bnb.functional.dequantize_4bit(qB, state).double()
+        qB, state = bnb.functional._convert_weight_packed_for_cpu(qB, state)
+        assert kbnb._is_repacked(state.absmax) and state.absmax.dtype == torch.bfloat16
+        A = torch.randn(rows, 256, generator=g).to(dtype)
+        out = bnb.functional.gemv_4bit(A, qB, state=state)
+        assert out.dtype == dtype and out.shape == (rows, 64)
+        xr = A.bfloat16().double()
+        xw = xr @ Wd.t()
+        # bf16 block scales (2^-9 relative), bf16 result (2^-9), fp32 accumulation over 256 products
+        bound = 2.0 ** -8 * xw.abs() + 2.0 ** -9 * (xr.abs() @ Wd.abs().t()) + 256 * 2.0 ** -24 * (
+            xr.abs() @ Wd.abs().t()) + torch.finfo(dtype).eps * xw.abs()
+        assert bool(((out.double() - xw).abs() <= bound).all()), (qt, dtype)
+    with pytest.raises(ValueError, match="last dimension 128 is not the weight's 256"):
+        bnb.functional.gemv_4bit(torch.randn(1, 128), qB, state=state)
 
 
 def test_a_rejected_call_raises_with_kbits_message():
