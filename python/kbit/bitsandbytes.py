@@ -1,13 +1,16 @@
-"""kbit as the kernel provider of bitsandbytes' torch ops for CPU tensors.
+"""kbit as the kernel provider of bitsandbytes' torch ops for CPU tensors (and CUDA tensors where a
+kbit CUDA backend is loaded).
 
     import bitsandbytes, kbit.bitsandbytes
     kbit.bitsandbytes.install()     # before building models: bnb.nn.Linear4bit, Linear8bitLt,
                                     # bnb.optim.Adam8bit, ... now run on kbit's CPU backend
 
 install() registers, with torch.library.register_kernel(op, "cpu", fn), a kernel for each op of
-bitsandbytes 0.50.2 that kbit's C ABI covers (OPS below). Each kernel makes the C calls that
-bitsandbytes' CUDA path makes (same function names and arguments, kbit's CPU backend through the
-loader) and checks every returned kbit_status: a rejected call raises kbit.KbitError with
+bitsandbytes 0.50.2 that kbit's C ABI covers (OPS below), and registers the same kernels for "cuda"
+when torch has a GPU and the loader opens kbit's CUDA backend. Each kernel makes the C calls that
+bitsandbytes' CUDA path makes (same function names and arguments, the backend of the tensors' device
+through the loader, torch's current stream where the function takes one) and checks every returned
+kbit_status: a rejected call raises kbit.KbitError with
 kbit_last_error_message() instead of leaving its output uninitialised. Ops that kbit has no kernel
 for keep bitsandbytes' own implementation (NOT_COVERED says why).
 
@@ -30,6 +33,7 @@ from math import prod
 
 from . import functional as _kf
 from ._devices import backend_for
+from ._library import KbitError
 
 # op -> what kbit calls for it.
 OPS = {
@@ -70,6 +74,7 @@ _OPT8 = {name: tuple(f"c{name}_8bit_blockwise_grad_{d}" for d in ("fp32", "fp16"
 
 _lock = threading.Lock()
 _installed = None
+_devices_served = ()
 
 
 def _torch():
@@ -77,8 +82,16 @@ def _torch():
     return torch
 
 
-def _lib():
-    return backend_for("cpu").checked  # every call raises KbitError on a non-zero status
+def _lib(t):
+    """The backend of tensor t's device (kbit.register_backend's map), whose every call raises KbitError
+    on a non-zero status."""
+    return backend_for(t.device.type).checked
+
+
+def _stream(t):
+    """torch's current stream on t's device for the C functions that take one (None: the host, or the
+    device's default stream), as bitsandbytes' CUDA path passes it."""
+    return _torch().cuda.current_stream(t.device).cuda_stream if t.device.type == "cuda" else None
 
 
 def _dt(t, what):
@@ -102,9 +115,9 @@ def _quantize_4bit(A, blocksize, quant_type, quant_storage):
     torch = _torch()
     A = A.contiguous()
     n = A.numel()
-    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32)
-    out = torch.empty(((n + 1) // (quant_storage.itemsize * 2), 1), dtype=quant_storage)
-    getattr(_lib(), f"cquantize_blockwise_{_dt(A, 'A')}_{quant_type}")(
+    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32, device=A.device)
+    out = torch.empty(((n + 1) // (quant_storage.itemsize * 2), 1), dtype=quant_storage, device=A.device)
+    getattr(_lib(A), f"cquantize_blockwise_{_dt(A, 'A')}_{quant_type}")(
         None, A.data_ptr(), absmax.data_ptr(), out.data_ptr(), blocksize, _int32("n", n))
     return out, absmax
 
@@ -112,12 +125,12 @@ def _quantize_4bit(A, blocksize, quant_type, quant_storage):
 def _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out):
     A = A.contiguous()
     absmax = absmax.contiguous()
-    fn = getattr(_lib(), f"cdequantize_blockwise_{_dt(out, 'dtype')}_{quant_type}")
-    fn(None, A.data_ptr(), absmax.data_ptr(), out.data_ptr(), blocksize, _int32("n", out.numel()), None)
+    fn = getattr(_lib(A), f"cdequantize_blockwise_{_dt(out, 'dtype')}_{quant_type}")
+    fn(None, A.data_ptr(), absmax.data_ptr(), out.data_ptr(), blocksize, _int32("n", out.numel()), _stream(A))
 
 
 def _dequantize_4bit(A, absmax, blocksize, quant_type, shape, dtype):
-    out = _torch().empty(tuple(shape), dtype=dtype)
+    out = _torch().empty(tuple(shape), dtype=dtype, device=A.device)
     _dequantize_4bit_into(A, absmax, blocksize, quant_type, dtype, out)
     return out
 
@@ -163,7 +176,8 @@ def _has_avx512bf16():
 
 
 def _is_repacked(absmax):
-    return absmax.dim() == 2  # F._convert_weight_packed_for_cpu's [K / blocksize, N]; the standard one is 1-D
+    # F._convert_weight_packed_for_cpu's [K / blocksize, N]; the standard layout's absmax is 1-D
+    return absmax.dim() == 2 and absmax.device.type == "cpu"
 
 
 def _gemv_4bit_repacked(A, B, shapeB, absmax, code, blocksize):
@@ -199,15 +213,15 @@ def _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out):
     m, k = int(shapeB[0]), int(shapeB[1])
     if A.shape[-1] != k or A.numel() != k:
         raise ValueError(f"kbit.bitsandbytes: gemv_4bit takes one row of {k} elements, not A of shape {tuple(A.shape)}")
-    fn = getattr(_lib(), f"cgemm_4bit_inference_naive_{_dt(A, 'A')}")
+    fn = getattr(_lib(A), f"cgemm_4bit_inference_naive_{_dt(A, 'A')}")
     fn(_int32("m", m), 1, _int32("k", k), A.data_ptr(), B.contiguous().data_ptr(), absmax.contiguous().data_ptr(),
-       code.contiguous().data_ptr(), out.data_ptr(), m, (k + 1) // 2, m, blocksize, None)
+       code.contiguous().data_ptr(), out.data_ptr(), m, (k + 1) // 2, m, blocksize, _stream(A))
 
 
 def _gemv_4bit(A, B, shapeB, absmax, code, blocksize):
     if _is_repacked(absmax):
         return _gemv_4bit_repacked(A, B, shapeB, absmax, code, blocksize)
-    out = _torch().empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype)
+    out = _torch().empty((*A.shape[:-1], shapeB[0]), dtype=A.dtype, device=A.device)
     _gemv_4bit_into(A, B, shapeB, absmax, code, blocksize, out)
     return out
 
@@ -225,7 +239,7 @@ def _gemm_4bit(A, B, shapeB, absmax, blocksize, quant_type, bias=None, absmax_8b
     A = A.contiguous()
     K = A.shape[-1]
     M, N = A.numel() // K, int(shapeB[0])
-    out = torch.empty((*A.shape[:-1], N), dtype=A.dtype)
+    out = torch.empty((*A.shape[:-1], N), dtype=A.dtype, device=A.device)
     if B.dtype != torch.uint8:
         B = B.contiguous().view(torch.uint8)
     if absmax_offset is not None and absmax_offset.dtype != torch.float32:
@@ -233,10 +247,10 @@ def _gemm_4bit(A, B, shapeB, absmax, blocksize, quant_type, bias=None, absmax_8b
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     absmax, absmax_8bit, absmax_code, absmax_offset, bias = map(c, (absmax, absmax_8bit, absmax_code,
                                                                   absmax_offset, bias))
-    getattr(_lib(), f"cgemm_4bit_{_dt(A, 'A')}")(
+    getattr(_lib(A), f"cgemm_4bit_{_dt(A, 'A')}")(
         A.data_ptr(), B.contiguous().data_ptr(), _ptr(absmax), _ptr(absmax_8bit), _ptr(absmax_code),
         _ptr(absmax_offset), out.data_ptr(), _ptr(bias), _int32("M", M), _int32("N", N), _int32("K", K), blocksize,
-        1 if quant_type == "fp4" else 2, None)
+        1 if quant_type == "fp4" else 2, _stream(A))
     return out
 
 
@@ -246,9 +260,9 @@ def _quantize_blockwise(A, code, blocksize):
     if code.dtype != torch.float32:
         raise ValueError(f"kbit.bitsandbytes: code must be float32, not {code.dtype}")
     n = A.numel()
-    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32)
+    absmax = torch.empty((-(n // -blocksize),), dtype=torch.float32, device=A.device)
     out = torch.empty_like(A, dtype=torch.uint8)
-    getattr(_lib(), f"cquantize_blockwise_{_dt(A, 'A')}")(code.contiguous().data_ptr(), A.data_ptr(),
+    getattr(_lib(A), f"cquantize_blockwise_{_dt(A, 'A')}")(code.contiguous().data_ptr(), A.data_ptr(),
                                                           absmax.data_ptr(), out.data_ptr(), blocksize,
                                                           _int32("n", n))
     return out, absmax
@@ -256,9 +270,9 @@ def _quantize_blockwise(A, code, blocksize):
 
 def _dequantize_blockwise_into(A, absmax, code, blocksize, out):
     A = A.contiguous()
-    getattr(_lib(), f"cdequantize_blockwise_{_dt(out, 'dtype')}")(
+    getattr(_lib(A), f"cdequantize_blockwise_{_dt(out, 'dtype')}")(
         code.contiguous().data_ptr(), A.data_ptr(), absmax.contiguous().data_ptr(), out.data_ptr(), blocksize,
-        _int32("n", A.numel()), None)
+        _int32("n", A.numel()), _stream(A))
 
 
 def _dequantize_blockwise(A, absmax, code, blocksize, dtype):
@@ -281,7 +295,7 @@ def _int8_vectorwise_quant(A, threshold=0.0):
         raise ValueError("kbit.bitsandbytes: threshold must be non-negative")
     out, row_stats, outlier_cols = _kf.int8_vectorwise_quant(A.contiguous(), threshold)
     if threshold > 0.0 and outlier_cols is None:
-        outlier_cols = torch.empty(0, dtype=torch.int64)
+        outlier_cols = torch.empty(0, dtype=torch.int64, device=A.device)
     if outlier_cols is not None and A.numel() // A.shape[-1] > 1 and outlier_cols.numel():
         out.view(-1, A.shape[-1])[:, outlier_cols] = 0  # whole outlier columns, as bitsandbytes' result has
     return out, row_stats, outlier_cols
@@ -316,7 +330,7 @@ def _int8_linear_matmul_into(A, B, out):
 
 
 def _int8_linear_matmul(A, B):
-    out = _torch().empty((*A.shape[:-1], B.shape[0]), dtype=_torch().int32)
+    out = _torch().empty((*A.shape[:-1], B.shape[0]), dtype=_torch().int32, device=A.device)
     return _int8_linear_matmul_into(A, B, out)
 
 
@@ -341,7 +355,7 @@ def _optimizer_update_32bit(optimizer_name, g, p, state1, state2, unorm_vec, max
     fns = _OPT32.get(optimizer_name)
     if fns is None:
         raise ValueError(f"kbit.bitsandbytes: unsupported optimizer {optimizer_name!r} (supported: {', '.join(_OPT32)})")
-    fn = getattr(_lib(), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
+    fn = getattr(_lib(g), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
     for t in (g, p, state1, state2, unorm_vec):
         if t is not None and not t.is_contiguous():
             raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
@@ -355,7 +369,7 @@ def _optimizer_update_8bit_blockwise(optimizer_name, g, p, state1, state2, beta1
     fns = _OPT8.get(optimizer_name)
     if fns is None:
         raise ValueError(f"kbit.bitsandbytes: unsupported optimizer {optimizer_name!r} (supported: {', '.join(_OPT8)})")
-    fn = getattr(_lib(), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
+    fn = getattr(_lib(g), fns[("fp32", "fp16", "bf16").index(_dt(g, "g"))])
     for t in (g, p, state1, state2, qmap1, qmap2, absmax1, absmax2):
         if t is not None and not t.is_contiguous():
             raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
@@ -391,10 +405,24 @@ def _op_exists(torch, name):
     return packet is not None and hasattr(packet, overload or "default")
 
 
+def _cuda_served(torch):
+    """True when CUDA tensors can go to a kbit CUDA backend: torch sees a GPU and the loader opens the
+    backend registered for "cuda" (kbit.register_backend)."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        backend_for("cuda")
+    except (KbitError, ValueError):
+        return False
+    return True
+
+
 def install():
-    """Registers kbit's kernels for CPU tensors on every bitsandbytes op of OPS that this bitsandbytes
-    defines (imports bitsandbytes first). Returns the list of ops registered. Idempotent."""
-    global _installed
+    """Registers kbit's kernels on every bitsandbytes op of OPS that this bitsandbytes defines (imports
+    bitsandbytes first): for CPU tensors, and for CUDA tensors too when torch has a GPU and the loader
+    opens a CUDA backend (the calls then get torch's current stream where the C function takes one, as
+    bitsandbytes' CUDA path passes it). Returns the list of ops registered. Idempotent."""
+    global _installed, _devices_served
     with _lock:
         if _installed is not None:
             return list(_installed)
@@ -402,11 +430,14 @@ def install():
         import bitsandbytes  # noqa: F401  (defines the ops and registers its own kernels first)
         import bitsandbytes.functional as bnbf
         backend_for("cpu")  # open the CPU backend now: a missing library fails here, not in a layer
+        devices = ["cpu"] + (["cuda"] if _cuda_served(torch) else [])
         done = []
         for name, fn in _KERNELS.items():
             if _op_exists(torch, name):
-                torch.library.register_kernel(f"bitsandbytes::{name}", "cpu", fn)
+                for device in devices:
+                    torch.library.register_kernel(f"bitsandbytes::{name}", device, fn)
                 done.append(name)
+        _devices_served = tuple(devices)
         # bitsandbytes repacks 4-bit weights for the CPU when this answers True (module docstring).
         bnbf.has_avx512bf16 = _has_avx512bf16
         try:
@@ -423,4 +454,10 @@ def installed():
     return None if _installed is None else list(_installed)
 
 
-__all__ = ["install", "installed", "OPS", "NOT_COVERED"]
+def devices():
+    """The device types install() registered kbit's kernels for ("cpu", and "cuda" when served), or
+    None before install()."""
+    return None if _installed is None else list(_devices_served)
+
+
+__all__ = ["install", "installed", "devices", "OPS", "NOT_COVERED"]

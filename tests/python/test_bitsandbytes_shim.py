@@ -434,6 +434,24 @@ def test_gemv_4bit_on_bitsandbytes_repacked_cpu_layout(qt):
         bnb.functional.gemv_4bit(torch.randn(1, 128), qB, state=state)
 
 
+def test_cuda_tensors_are_served_only_with_a_gpu_and_a_cuda_backend(monkeypatch):
+    kbnb.install()
+    assert kbnb.devices() == ["cpu"] + (["cuda"] if torch.cuda.is_available() and kbnb._cuda_served(torch) else [])
+    real = kbnb.backend_for
+
+    def no_cuda_backend(device_type):
+        if device_type == "cuda":
+            raise kbit.KbitError("kbit_loader_open", 6, "KBIT_STATUS_NOT_SUPPORTED", "cuda: no usable device")
+        return real(device_type)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU, but the loader opens no backend
+    monkeypatch.setattr(kbnb, "backend_for", no_cuda_backend)
+    assert kbnb._cuda_served(torch) is False
+    monkeypatch.setattr(kbnb, "backend_for", lambda device_type: object())  # and with one
+    assert kbnb._cuda_served(torch) is True
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a backend, but torch has no GPU
+    assert kbnb._cuda_served(torch) is False
+
+
 def test_a_rejected_call_raises_with_kbits_message():
     kbnb.install()
     with pytest.raises(kbit.KbitError, match="blocksize 48 is not one of"):
