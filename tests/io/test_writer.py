@@ -185,4 +185,15 @@ assert lib.kbit_io_writer_create(str(tmp / "later.safetensors").encode(), C.byre
 check(lib.kbit_io_writer_finish(w) == INVALID and b"cannot rename" in lib.kbit_io_last_error_message() and
       not leftovers(tmp), "failed rename: status, message, no temporary file")
 
+# A header past the 100 MB the safetensors library reads (1001 empty tensors with 100 kB names) is
+# refused at finish: the status, the message, no file.
+big = tmp / "big_header.safetensors"
+assert lib.kbit_io_writer_create(str(big).encode(), C.byref(w)) == SUCCESS
+zero = (C.c_int64 * 1)(0)
+for i in range(1001):
+    assert lib.kbit_io_writer_add(w, (f"{i:04d}" + "x" * 100_000).encode(), IO_DTYPE["float32"], 1, zero, None) == SUCCESS
+check(lib.kbit_io_writer_finish(w) == INVALID and b"more than the 100000000 safetensors reads" in
+      lib.kbit_io_last_error_message() and not big.exists() and not leftovers(tmp),
+      "a header over 100 MB: status, message, no file")
+
 check.finish(tmp, f"{len(offsets)} offsets")
