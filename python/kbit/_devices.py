@@ -80,7 +80,10 @@ class _NumpyAdapter:
 class _TorchAdapter:
     @staticmethod
     def matches(x):
-        return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr")
+        # Subclasses count too (torch.nn.Parameter, bitsandbytes' Int8Params and Params4bit). torch not
+        # imported: x cannot be a tensor, and this package never imports torch itself.
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(x, torch.Tensor)
 
     @staticmethod
     def device_type(x):

@@ -171,6 +171,17 @@ def test_torch_tensors_use_data_ptr_and_the_current_stream(tmp_path, registry, m
     cpu_tensor = torch.from_numpy(w)
     assert _devices.Ctx(cpu_tensor).lib is kbit.backend_for("cpu")  # a torch CPU tensor runs on the CPU backend
 
+    class Int8Params(torch.Tensor):  # a subclass defined outside torch (bitsandbytes' parameters)
+        pass
+    Int8Params.__module__ = "bitsandbytes.nn.modules"
+    param = Int8Params(w, _devices_cpu())
+    assert _devices.adapter(param) is _devices._TorchAdapter and _devices.Ctx(param).lib is kbit.backend_for("cpu")
+
+
+def _devices_cpu():
+    from fake_modules import FakeDevice
+    return FakeDevice("cpu")
+
 
 def test_cupy_arrays_get_cupy_outputs(tmp_path, registry, monkeypatch, rng):
     from fake_modules import make_cupy
