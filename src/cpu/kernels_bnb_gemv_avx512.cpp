@@ -1,8 +1,8 @@
 // The 4-bit GEMV on bitsandbytes' repacked CPU weight layout (kbit_bnb_cpu.h) for AVX-512. One group of
 // 32 output rows is K / 2 runs of 32 bytes; a run read as 16 16-bit lanes gives lane j, for rows j and
 // 16 + j, the nibbles of columns 2 kk (bits 0-3 and 4-7) and 2 kk + 1 (bits 8-11 and 12-15), so four
-// shifts and masks and four `vpermps` lookups in the exact fp32 table decode 64 weights, each lane
-// one output row. Per block: four fp32 accumulators (rows 0-15 / 16-31, even / odd column) of
+// shifts and four `vpermps` lookups in the exact fp32 table decode 64 weights (vpermps reads only the
+// low four bits of each index lane, so no masks), each lane one output row. Per block: four fp32 accumulators (rows 0-15 / 16-31, even / odd column) of
 // activation * table value, then the two halves' sums scaled once by the block's bf16 absmax (16
 // contiguous values per half) into the running totals; the totals are rounded once to bf16. Up to
 // four activation rows share each decoded run.
@@ -11,6 +11,8 @@
 #define HWY_TARGET_INCLUDE "kernels_bnb_gemv_avx512.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <cstring>
 
 #include "cpu_isa.h"
 #include "kbit_formats.h"
@@ -44,24 +46,25 @@ HWY_INLINE void gemv_tile(const VF table, const uint8_t* wg, const kbit_bf16* x,
                           const kbit_bf16* absmax, int64_t N, int64_t blocksize, int64_t g, kbit_bf16* out,
                           int64_t out_stride) {
     const DF df;
-    const DU du;
-    const D16 d16;
-    const auto low4 = hn::Set(du, 0x0Fu);
     VF total_lo[MT], total_hi[MT];
     for (int t = 0; t < MT; ++t) total_lo[t] = total_hi[t] = hn::Zero(df);
     for (int64_t k0 = 0; k0 < K; k0 += blocksize) {
         VF lo_e[MT], lo_o[MT], hi_e[MT], hi_o[MT];
         for (int t = 0; t < MT; ++t) lo_e[t] = lo_o[t] = hi_e[t] = hi_o[t] = hn::Zero(df);
         for (int64_t kk = k0 / 2; kk < (k0 + blocksize) / 2; ++kk) {
-            const auto v = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(wg + kk * 32)));
-            const VF w_lo_e = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::And(v, low4)));
-            const VF w_hi_e = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::And(hn::ShiftRight<4>(v), low4)));
-            const VF w_lo_o = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::And(hn::ShiftRight<8>(v), low4)));
-            const VF w_hi_o = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::ShiftRight<12>(v)));
+            const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + kk * 32)));
+            const VF w_lo_e{_mm512_permutexvar_ps(v, table.raw)};
+            const VF w_hi_e{_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table.raw)};
+            const VF w_lo_o{_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table.raw)};
+            const VF w_hi_o{_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table.raw)};
             for (int t = 0; t < MT; ++t) {
-                const kbit_bf16* xr = x + t * x_stride;
-                const VF xe = hn::Set(df, bf16_to_float(xr[2 * kk].bits));
-                const VF xo = hn::Set(df, bf16_to_float(xr[2 * kk + 1].bits));
+                // Columns 2 kk and 2 kk + 1 as one 32-bit word broadcast from memory (a load, no
+                // shuffle): the even column is its low half shifted up, the odd one its high half.
+                uint32_t pair;
+                std::memcpy(&pair, x + t * x_stride + 2 * kk, 4);
+                const __m512i both = _mm512_set1_epi32(static_cast<int>(pair));
+                const VF xe{_mm512_castsi512_ps(_mm512_slli_epi32(both, 16))};
+                const VF xo{_mm512_castsi512_ps(_mm512_and_si512(both, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
                 lo_e[t] = hn::MulAdd(w_lo_e, xe, lo_e[t]);
                 hi_e[t] = hn::MulAdd(w_hi_e, xe, hi_e[t]);
                 lo_o[t] = hn::MulAdd(w_lo_o, xo, lo_o[t]);
