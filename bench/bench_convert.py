@@ -53,6 +53,8 @@ def probes(bench, threads):
     out = subprocess.run([bench, "--suite", "4bit", "--filter", "dequantize_nf4 bf16 64M", "--threads",
                           str(threads), "--rounds", "3"], check=True, capture_output=True, text=True).stdout
     rows = [r for r in csv.DictReader(io.StringIO(out)) if r.get("kernel") == "dequantize_nf4" and not r["note"]]
+    if not rows:
+        sys.exit(f"bench_convert: no probe row in kbit_bench output:\n{out}")
     return float(rows[0]["read_gbs"]), float(rows[0]["write_gbs"])
 
 
