@@ -2,8 +2,8 @@
 // 32 output rows is K / 2 runs of 32 bytes; a run read as 16 16-bit lanes gives lane j, for rows j and
 // 16 + j, the nibbles of columns 2 kk (bits 0-3 and 4-7) and 2 kk + 1 (bits 8-11 and 12-15), so four
 // shifts and four `vpermps` lookups in the exact fp32 table decode 64 weights (vpermps reads only the
-// low four bits of each index lane, so no masks), each lane one output row. Per block: four fp32 accumulators (rows 0-15 / 16-31, even / odd column) of
-// activation * table value, then the two halves' sums scaled once by the block's bf16 absmax (16
+// low four bits of each index lane, so no masks), each lane one output row. Per block: four fp32
+// accumulators (rows 0-15 / 16-31, even / odd column) of activation * table value, then the two halves' sums scaled once by the block's bf16 absmax (16
 // contiguous values per half) into the running totals; the totals are rounded once to bf16. Up to
 // four activation rows share each decoded run.
 // Class F, the accuracy of kbit's own GEMV kernels (kernels_4bit_dot_avx512.cpp).
