@@ -164,7 +164,7 @@ kbit_status gemv_4bit(const char* fn, QuantType qt, int64_t M, int64_t N, int64_
     });
 }
 
-bool uses_avx512() { return active_isa() == Isa::Avx512; }
+bool uses_avx512() { return isa_at_least(Isa::Avx512); }
 
 }  // namespace
 }  // namespace kbit::cpu

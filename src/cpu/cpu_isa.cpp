@@ -20,7 +20,7 @@ Isa detect() {
     // Highway's AVX3 target (our avx512 kernels) needs F, VL, DQ and BW.
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
-        return Isa::Avx512;
+        return __builtin_cpu_supports("avx512vbmi") ? Isa::Avx512Vbmi : Isa::Avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         return Isa::Avx2;
 #endif
@@ -39,6 +39,7 @@ const IsaChoice& choice() {
             if (std::strcmp(env, "ref") == 0) cap = Isa::Ref;
             else if (std::strcmp(env, "avx2") == 0) cap = Isa::Avx2;
             else if (std::strcmp(env, "avx512") == 0) cap = Isa::Avx512;
+            else if (std::strcmp(env, "avx512vbmi") == 0) cap = Isa::Avx512Vbmi;
             else {
                 r.cap_valid = false;
                 return r;
@@ -59,6 +60,7 @@ bool isa_cap_valid() { return choice().cap_valid; }
 
 const char* isa_name(Isa isa) {
     switch (isa) {
+        case Isa::Avx512Vbmi: return "avx512vbmi";
         case Isa::Avx512: return "avx512";
         case Isa::Avx2: return "avx2";
         default: return "ref";

@@ -1,15 +1,19 @@
 // cpu_isa.h — the instruction set the CPU backend's kernels use, chosen once per process from cpuid
-// and capped by the environment variable KBIT_CPU_ISA=ref|avx2|avx512.
+// and capped by the environment variable KBIT_CPU_ISA=ref|avx2|avx512|avx512vbmi.
 #pragma once
 
 namespace kbit::cpu {
 
-enum class Isa { Ref = 0, Avx2 = 1, Avx512 = 2 };
+// Ordered levels: each runs every kernel of the levels below it that it does not replace.
+// Avx512Vbmi is Avx512 (Highway's AVX3 kernels) plus the kernels that need AVX-512 VBMI's byte
+// permutes (Ice Lake, Zen 4 and later); its own level so that KBIT_CPU_ISA=avx512 still runs, and
+// tests, the AVX3 kernels those replace, which AVX-512 CPUs without VBMI (Skylake-SP, Cascade Lake) use.
+enum class Isa { Ref = 0, Avx2 = 1, Avx512 = 2, Avx512Vbmi = 3 };
 
 // The ISA in use (computed on first call, thread-safe, never changes afterwards).
 Isa active_isa();
 
-// Lower-case name: "ref", "avx2", "avx512".
+// Lower-case name: "ref", "avx2", "avx512", "avx512vbmi" (KBIT_CPU_ISA's spelling).
 const char* isa_name(Isa isa);
 
 // Best ISA this CPU supports, ignoring KBIT_CPU_ISA.
@@ -28,13 +32,17 @@ bool isa_cap_valid();
 // named capability in its table (a `supports` predicate or a flag), never through a null slot.
 //
 // Highway kernel files compile their kernels for two targets only, the AVX2 target (namespace
-// N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512: `#if KBIT_HWY_KERNEL_TARGET`
-// around the kernels, and override_for_active_isa in the HWY_ONCE part to apply an instance's
-// overrides.
+// N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512 and above: `#if
+// KBIT_HWY_KERNEL_TARGET` around the kernels, and override_for_active_isa in the HWY_ONCE part to
+// apply an instance's overrides. Kernels of Isa::Avx512Vbmi are intrinsics under a target attribute
+// (not Highway), applied after the AVX3 ones when isa_at_least(Isa::Avx512Vbmi).
 #define KBIT_HWY_KERNEL_TARGET (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
 
-// Applies the overrides of the active ISA to `table`: avx512(table) or avx2(table), either of which
-// may be nullptr (that ISA keeps the slots it has); nothing under Isa::Ref.
+// Whether the active ISA is `isa` or a level above it.
+inline bool isa_at_least(Isa isa) { return static_cast<int>(active_isa()) >= static_cast<int>(isa); }
+
+// Applies the overrides of the active ISA to `table`: avx512(table) (Isa::Avx512 and above) or
+// avx2(table), either of which may be nullptr (that ISA keeps the slots it has); nothing under Isa::Ref.
 template <class Table>
 struct OverrideHook {
     using type = void (*)(Table&);  // a non-deduced context, so that nullptr can be passed
@@ -44,6 +52,7 @@ void override_for_active_isa(Table& table, typename OverrideHook<Table>::type av
                              typename OverrideHook<Table>::type avx2) {
     switch (active_isa()) {
         case Isa::Avx512:
+        case Isa::Avx512Vbmi:
             if (avx512 != nullptr) avx512(table);
             break;
         case Isa::Avx2:

@@ -46,6 +46,7 @@ const Blockwise8Kernels<T>& blockwise8_kernels() {
     static const Blockwise8Kernels<T> table = [] {
         Blockwise8Kernels<T> t{false, &ref_quantize<T>, &ref_dequantize<T>};
         override_blockwise8_simd(t);
+        override_blockwise8_avx512vbmi(t);
         return t;
     }();
     return table;

@@ -1,8 +1,8 @@
 // kernels_8bit.h — the 8-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h):
 // blockwise dynamic 8-bit (Blockwise8Kernels<T>), LLM.int8's element kernels (Int8Kernels) and the
 // exact int8 GEMM (IgemmKernels). Every slot is filled from the scalar reference (ref_8bit.h), then
-// the SIMD sources override theirs for the active ISA (Highway AVX2 / AVX3); the GEMM also has a
-// library slot (oneDNN). Kernels work on a range (of blocks, rows or elements) so that the thread
+// the SIMD sources override theirs for the active ISA (Highway AVX2 / AVX3, then the AVX-512 VBMI
+// dequantizer); the GEMM also has a library slot (oneDNN). Kernels work on a range (of blocks, rows or elements) so that the thread
 // drivers in api_8bit.cpp can split a call across OpenMP threads; arguments are already validated.
 #pragma once
 
@@ -77,6 +77,8 @@ const IgemmKernels& igemm_kernels();
 // Override hooks of the SIMD and library sources (see cpu_isa.h).
 template <class T>
 void override_blockwise8_simd(Blockwise8Kernels<T>& table);  // kernels_8bit_simd.cpp
+template <class T>
+void override_blockwise8_avx512vbmi(Blockwise8Kernels<T>& table);  // kernels_8bit_dequantize_avx512vbmi.cpp
 void override_int8_simd(Int8Kernels& table);                 // kernels_int8_simd.cpp
 void override_igemm_simd(IgemmKernels& table);               // kernels_igemm_simd.cpp
 void override_igemm_onednn(IgemmKernels& table);             // kernels_igemm_onednn.cpp

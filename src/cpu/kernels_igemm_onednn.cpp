@@ -24,7 +24,7 @@ constexpr int kAvx512CoreVnni = 0x67;  // dnnl_cpu_isa_avx512_core_vnni: a set o
 
 GemmS8S8S32 exact_onednn_gemm() {
     static const GemmS8S8S32 gemm = []() -> GemmS8S8S32 {
-        if (active_isa() != Isa::Avx512 || !__builtin_cpu_supports("avx512vnni")) return nullptr;
+        if (!isa_at_least(Isa::Avx512) || !__builtin_cpu_supports("avx512vnni")) return nullptr;
         void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
         if (lib == nullptr) return nullptr;
         const auto isa = reinterpret_cast<EffectiveIsa>(dlsym(lib, "dnnl_get_effective_cpu_isa"));

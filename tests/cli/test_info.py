@@ -34,7 +34,7 @@ check(re.search(r"^interfaces: +core 1\.\d+, 4bit 1\.\d+, 8bit 1\.\d+, optim8 1\
 check(re.search(r"^  KBIT_BACKEND +\(none\)$", out, re.M), "KBIT_BACKEND unset")
 check(re.search(r"^  cpu(  \[default\])?\n    file: +/\S+/libkbit_cpu\.so\n    found in: +loader directory\n"
                 r"    status: +usable, probe score 10\n", out, re.M), "cpu candidate block")
-check(re.search(r"^    info: +.*kernels: (ref|avx2|avx512)", out, re.M), "cpu info names its kernels")
+check(re.search(r"^    info: +.*kernels: (ref|avx2|avx512|avx512vbmi)", out, re.M), "cpu info names its kernels")
 check(re.search(r"^default: (cpu|cuda) \(/\S+\), probe score \d+, the highest of \d+ usable candidates?$", out, re.M),
       "default line")
 

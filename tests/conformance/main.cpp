@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
                                                     "(default: cpu; with --trampolines: libkbit.so's default)") |
                 Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports") |
                 Opt(required_kernels, "isa")["--require-kernels"](
-                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512)"));
+                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi)"));
     if (int rc = session.applyCommandLine(argc, argv)) return rc;
     if (spec.empty() && !trampolines) spec = "cpu";
     std::string error;
