@@ -104,6 +104,9 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
             const uint8_t* a = A + i;
             // Lanes straight from the look-ups to the store; one loop per store kind keeps the
             // stream test out of the loop, without which GCC spills the eight indices (1.5x slower).
+            // The codes of a later chunk prefetched, as kernels_8bit_dequantize_avx512vbmi.cpp does:
+            // behind non-temporal stores the hardware prefetchers alone let the code stream stall.
+            for (int64_t j = 0; j < m; j += 64) hwy::Prefetch(a + j + 2048);
             if (stream) {
                 for (int64_t j = 0; j < mv; j += N)
                     StoreFromFloat(df, hn::Mul(LookupCode8(df, code, a + j), vscale), out + i + j, true);
