@@ -100,8 +100,9 @@ void blockwise_cases(const Shape& s, int64_t bs) {
     }
 }
 
-// Weights quantized once, copied so that one pass over all copies is 8x a 32 MB last-level cache: with
-// only 2-4x, AMD's L3 still holds part of a copy when it comes round again (up to +60% cold GB/s).
+// Weights quantized once, copied so that one pass over all copies spans kbit_bench::cold_bytes() (16x a
+// 32 MB last-level cache: with only 2-4x, AMD's L3 still held part of a copy when it came round again,
+// up to +60% cold GB/s).
 struct Weights {
     int64_t rows, cols, bs, copies;
     std::vector<uint8_t*> packed;
@@ -109,7 +110,7 @@ struct Weights {
     Weights(int64_t r, int64_t c, int64_t b) : rows(r), cols(c), bs(b) {
         const int64_t n = r * c;
         const double bytes = n / 2.0 + 4.0 * n / b;
-        copies = std::max<int64_t>(2, static_cast<int64_t>((options().quick ? 8e6 : 256e6) / bytes) + 1);
+        copies = std::max<int64_t>(2, static_cast<int64_t>(static_cast<double>(kbit_bench::cold_bytes()) / bytes) + 1);
         Buffer<float> w(n);
         kbit_bench::fill_normal(w.p, n, 7, 0.02f);
         for (int64_t i = 0; i < copies; ++i) {

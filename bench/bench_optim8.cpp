@@ -67,8 +67,9 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
     const double scales = (ademamix ? 3.0 : two_state ? 2.0 : 1.0) * 4.0 / 256.0;
     // p and g read, p written; every state and its block scales read and written.
     const double per = states + scales;
+    // In place: every line written was read by the same call.
     const kbit_bench::Traffic traffic{static_cast<double>(n) * (2.0 * elem + per), static_cast<double>(n) * (elem + per),
-                                      2 + static_cast<int>(states)};
+                                      2 + static_cast<int>(states), true};
     int step = 1;
     measure(kernel, dtype, shape, threads, traffic, [&] {
         fn(p.data, g.data, s1.data, two_state ? s2.data : nullptr, 0.9f, 0.999f, 0.9999f, 5.0f, 1e-8f, step++,
@@ -86,7 +87,8 @@ void bench_adam32(size_t n, int threads) {
     std::memset(s1.data, 0, n * sizeof(float));
     std::memset(s2.data, 0, n * sizeof(float));
     int step = 1;
-    const kbit_bench::Traffic traffic{16.0 * static_cast<double>(n), 12.0 * static_cast<double>(n), 4};  // p, g, s1, s2
+    // p, g, s1, s2 read; p, s1, s2 written back in place.
+    const kbit_bench::Traffic traffic{16.0 * static_cast<double>(n), 12.0 * static_cast<double>(n), 4, true};
     measure("adam32", "fp32", shape, threads, traffic, [&] {
         cadam32bit_grad_fp32(g.data, p.data, s1.data, s2.data, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f,
                              0.0f, step++, 1e-3f, 1.0f, false, static_cast<int>(n));

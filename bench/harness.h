@@ -1,10 +1,13 @@
 // harness.h — benchmark harness. Each kernel is timed alternately with a small roofline of the
 // machine measured in the same process (absolute GB/s on a shared VM swing 1.5-2x between runs):
-// read bandwidth with as many concurrent streams as the kernel reads, write bandwidth and copy (one
-// read stream, one write stream), each write the better of non-temporal and ordinary stores. A kernel's limit is the time its
-// traffic needs at those rates, the largest of three lower bounds: its reads at the read rate, its
-// writes at the write rate, and the part of it that is balanced (min(reads, writes) each way) at the
-// copy rate. A kernel above 100% of its limit means the limit is wrong; the row says so.
+// read bandwidth with as many concurrent streams as the kernel reads, write bandwidth, copy (one
+// read stream, one write stream) and, for kernels that write back what they read (optimizers),
+// in-place update; each write the better of non-temporal and ordinary stores, all with the widest
+// vectors the CPU has (probe_passes.h). A kernel's limit is the time its traffic needs at those
+// rates, the largest of three lower bounds: its reads at the read rate, its writes at the write
+// rate, and the part of it that is balanced (min(reads, writes) each way) at the copy rate, or the
+// update rate when it is in place. A kernel above 100% of its limit means the limit is wrong; the
+// row says so.
 #pragma once
 
 #include <cstddef>
@@ -19,32 +22,40 @@ struct Traffic {
     double read = 0;
     double write = 0;
     int read_streams = 1;
+    bool in_place = false;  // its writes go to lines it has just read (no read-for-ownership)
     double bytes() const { return read + write; }
 };
 
-// Large buffers for the probes (each array well beyond the last-level cache).
+// Bytes a buffer must span so that a pass over it cannot be served again by the last-level cache:
+// twice the LLC the OS reports, at least 512 MB (8 MB with --quick). A KVM guest on an Intel Xeon
+// reports a 480 MB L3, and there 128 MB probe arrays read back 40% faster on repeated passes.
+size_t cold_bytes();
+
+// Buffers for the probes: every pass touches cold_bytes() in all (its streams share that span).
 class Probes {
 public:
     static constexpr int kMaxStreams = 6;
-    explicit Probes(size_t bytes_per_array = size_t{128} << 20);
+    explicit Probes(size_t cold);
     ~Probes();
     Probes(const Probes&) = delete;
     Probes& operator=(const Probes&) = delete;
-    double read_gbs(int streams);  // one pass reading `streams` arrays together (1..kMaxStreams)
+    double read_gbs(int streams);  // one pass reading `streams` slices of the source together (1..kMaxStreams)
     double write_gbs();            // the better of one pass of non-temporal and one of ordinary stores
     double copy_gbs();             // one array read, another written (the better of both kinds)
+    double update_gbs();           // one array read and written back in place
 
 private:
-    std::vector<float*> src_;
-    float* dst_;
+    float* src_;  // n_ floats, read by the read and copy probes
+    float* dst_;  // n_ floats, written by the write, copy and update probes
     size_t n_;
 };
 
 // The machine's rates next to one timed call, and the call's limit from them.
 struct Roofline {
-    double read_gbs = 0, write_gbs = 0, copy_gbs = 0;
+    double read_gbs = 0, write_gbs = 0, copy_gbs = 0, update_gbs = 0;  // update: in-place kernels only
+    double balanced_gbs(const Traffic& t) const;  // the rate of t's balanced part: update or copy
     double limit_seconds(const Traffic& t) const;
-    const char* bound(const Traffic& t) const;  // "read", "write" or "copy": the largest bound
+    const char* bound(const Traffic& t) const;  // "read", "write", "copy" or "update": the largest bound
 };
 
 struct Result {

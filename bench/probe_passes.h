@@ -1,0 +1,128 @@
+// probe_passes.h — the roofline probes' passes over large arrays, written once over a vector type W
+// (Ymm in harness.cpp, Zmm in probes_avx512.cpp, which is compiled for AVX-512). Everything here has
+// internal linkage, so the two translation units' instances never merge: an AVX-512 instance
+// must not stand in for the AVX2 one on a CPU without AVX-512.
+//
+// W provides: V, kLanes, set1, load, add, sum_lanes, and store<kNonTemporal>. Array lengths are
+// multiples of 64 floats (4 x 16 lanes per step).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+namespace kbit_bench {
+namespace {
+
+inline double probe_now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Each thread sums its static part of every stream, two vectors of each per step: the streams are
+// read together, as a kernel reads its inputs. The stream count is a template argument so that the
+// loop is unrolled with two independent accumulators per stream and the pointers in registers: with
+// one shared pair and a run-time stream loop the probe itself was the limit (17 GB/s on one Zen 5
+// core that streams 40 GB/s), and kernels ran at up to 195% of it.
+template <class W, int S>
+double read_pass(const std::vector<float*>& src_vec, long n) {
+    const float* src[S];
+    for (int s = 0; s < S; ++s) src[s] = src_vec[s];
+    float total = 0.0f;
+    const double t0 = probe_now();
+#pragma omp parallel reduction(+ : total)
+    {
+        typename W::V acc[S][2];
+        for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = W::set1(0.0f);
+#pragma omp for schedule(static) nowait
+        for (long i = 0; i < n; i += 2 * W::kLanes)
+            for (int s = 0; s < S; ++s) {
+                acc[s][0] = W::add(acc[s][0], W::load(src[s] + i));
+                acc[s][1] = W::add(acc[s][1], W::load(src[s] + i + W::kLanes));
+            }
+        typename W::V sum = W::set1(0.0f);
+        for (int s = 0; s < S; ++s) sum = W::add(sum, W::add(acc[s][0], acc[s][1]));
+        total += W::sum_lanes(sum);
+    }
+    const double dt = probe_now() - t0;
+    if (total == 1234.5f) std::puts("");  // keeps the sums alive
+    return static_cast<double>(S) * static_cast<double>(n) * sizeof(float) / dt / 1e9;
+}
+
+template <class W>
+double read_gbs_of(const std::vector<float*>& src, long n, int streams, int max_streams) {
+    switch (std::clamp(streams, 1, max_streams)) {
+        case 1: return read_pass<W, 1>(src, n);
+        case 2: return read_pass<W, 2>(src, n);
+        case 3: return read_pass<W, 3>(src, n);
+        case 4: return read_pass<W, 4>(src, n);
+        case 5: return read_pass<W, 5>(src, n);
+        default: return read_pass<W, 6>(src, n);
+    }
+}
+
+// Four stores per step: on Sapphire Rapids one core wrote 20 GB/s with two 256-bit non-temporal
+// stores per loop step and 22-24 GB/s with four 512-bit ones, and kernels that store the latter
+// way ran at up to 109% of the former.
+template <class W, bool kNonTemporal>
+double write_pass(float* dst, long n) {
+    const typename W::V v = W::set1(1.0f);
+    const double t0 = probe_now();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i += 4 * W::kLanes)
+        for (long k = 0; k < 4; ++k) W::template store<kNonTemporal>(dst + i + k * W::kLanes, v);
+    _mm_sfence();
+    return static_cast<double>(n) * sizeof(float) / (probe_now() - t0) / 1e9;
+}
+
+template <class W, bool kNonTemporal>
+double copy_pass(const float* src, float* dst, long n) {
+    const double t0 = probe_now();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i += 4 * W::kLanes)
+        for (long k = 0; k < 4; ++k)
+            W::template store<kNonTemporal>(dst + i + k * W::kLanes, W::load(src + i + k * W::kLanes));
+    _mm_sfence();
+    return 2.0 * static_cast<double>(n) * sizeof(float) / (probe_now() - t0) / 1e9;
+}
+
+// Every line read and written back in place (x + 0.0f: not folded away, and no value changes), as
+// an optimizer updates its parameters and states: a line just read needs no read-for-ownership, so
+// this moves more bytes per second than a copy (one Sapphire Rapids core: 26-27 GB/s against 18,
+// where 32-bit Adam ran at 108-117% of the copy bound).
+template <class W>
+double update_pass(float* a, long n) {
+    const typename W::V zero = W::set1(0.0f);
+    const double t0 = probe_now();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i += 4 * W::kLanes)
+        for (long k = 0; k < 4; ++k) {
+            float* p = a + i + k * W::kLanes;
+            W::template store<false>(p, W::add(W::load(p), zero));
+        }
+    return 2.0 * static_cast<double>(n) * sizeof(float) / (probe_now() - t0) / 1e9;
+}
+
+// Writes and copies: the better of non-temporal and ordinary stores (ordinary ones won on Zen 5 for
+// one thread, non-temporal ones on Sapphire Rapids).
+template <class W>
+double best_write_pass(float* dst, long n) {
+    return std::max(write_pass<W, true>(dst, n), write_pass<W, false>(dst, n));
+}
+template <class W>
+double best_copy_pass(const float* src, float* dst, long n) {
+    return std::max(copy_pass<W, true>(src, dst, n), copy_pass<W, false>(src, dst, n));
+}
+
+}  // namespace
+
+// The same passes with 512-bit vectors (probes_avx512.cpp, compiled for AVX-512F: call them only
+// where the CPU has it).
+double read_gbs_avx512(const std::vector<float*>& src, long n, int streams, int max_streams);
+double write_gbs_avx512(float* dst, long n);
+double copy_gbs_avx512(const float* src, float* dst, long n);
+double update_gbs_avx512(float* a, long n);
+
+}  // namespace kbit_bench

@@ -1,0 +1,38 @@
+// The roofline probes with 512-bit vectors (probe_passes.h), for CPUs with AVX-512F: this file alone
+// is compiled with -mavx512f (bench/CMakeLists.txt), and harness.cpp calls it only where cpuid
+// reports AVX-512F. Kernels that load and store whole 64-byte lines outran the 256-bit probes.
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized reports at
+// every inlined call (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "probe_passes.h"
+
+namespace kbit_bench {
+namespace {
+
+struct Zmm {
+    using V = __m512;
+    static constexpr long kLanes = 16;
+    static V set1(float x) { return _mm512_set1_ps(x); }
+    static V load(const float* p) { return _mm512_load_ps(p); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static float sum_lanes(V v) { return _mm512_reduce_add_ps(v); }
+    template <bool kNonTemporal>
+    static void store(float* p, V v) {
+        if constexpr (kNonTemporal) _mm512_stream_ps(p, v);
+        else _mm512_store_ps(p, v);
+    }
+};
+
+}  // namespace
+
+double read_gbs_avx512(const std::vector<float*>& src, long n, int streams, int max_streams) {
+    return read_gbs_of<Zmm>(src, n, streams, max_streams);
+}
+double write_gbs_avx512(float* dst, long n) { return best_write_pass<Zmm>(dst, n); }
+double copy_gbs_avx512(const float* src, float* dst, long n) { return best_copy_pass<Zmm>(src, dst, n); }
+double update_gbs_avx512(float* a, long n) { return update_pass<Zmm>(a, n); }
+
+}  // namespace kbit_bench
