@@ -134,7 +134,9 @@ template <class T>
 void OverrideBlockwise8(Blockwise8Kernels<T>& t) {
     t.quantize_uses_lut = true;
     t.quantize = &QuantizeSlot<T>;
+#if HWY_TARGET == HWY_AVX2  // dequantize: AVX2's instance at the AVX-512 levels too (override_blockwise8_simd)
     t.dequantize = &DequantizeRange<T>;
+#endif
 }
 
 }  // namespace HWY_NAMESPACE
@@ -148,6 +150,10 @@ namespace kbit::cpu {
 template <class T>
 void override_blockwise8_simd(Blockwise8Kernels<T>& table) {
     override_for_active_isa(table, &N_AVX3::OverrideBlockwise8<T>, &N_AVX2::OverrideBlockwise8<T>);
+    // Dequantize: AVX2's instance under avx512 too (the VBMI kernel replaces it where it can run). Its
+    // 8 look-ups per vector assemble faster than AVX3's 16 (one Sapphire Rapids core, 64M codes
+    // under KBIT_CPU_ISA=avx512: fp32 12.8 -> 20.9 GB/s, fp16 8.0 -> 11.5, bf16 7.4 -> 10.2).
+    if (isa_at_least(Isa::Avx512)) table.dequantize = &N_AVX2::DequantizeRange<T>;
 }
 
 template void override_blockwise8_simd<float>(Blockwise8Kernels<float>&);
