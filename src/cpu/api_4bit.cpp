@@ -13,6 +13,7 @@ namespace {
 
 using kbit::cpu::parallel_range;
 using kbit::cpu::parallel_range_aligned;
+using kbit::cpu::parallel_workers;
 
 // Outputs at least this large are written with non-temporal stores: they cannot stay in the cache
 // anyway, and streaming saves the read-for-ownership of every output line.
@@ -85,13 +86,21 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     }
     const size_t mk = static_cast<size_t>(M) * K;
     std::vector<float> a(static_cast<size_t>(K)), prepared(mk), sums(static_cast<size_t>(M) * N);
+    const auto& prefill = cpu::prefill_4bit_kernels();
+    const bool panels = prefill.supports(M, K, blocksize);
+    std::vector<float> panel(panels ? static_cast<size_t>(prefill.panel_floats * cpu::max_workers()) : 0);
     for (int i = 0; i < M; ++i) {
-        for (int kk = 0; kk < K; ++kk) a[kk] = Elem<T>::load(A[static_cast<size_t>(i) * K + kk]);
-        dot.prepare(a.data(), K, prepared.data() + static_cast<size_t>(i) * K);
+        float* row = prepared.data() + static_cast<size_t>(i) * K;  // in order for the panels
+        for (int kk = 0; kk < K; ++kk) (panels ? row : a.data())[kk] = Elem<T>::load(A[static_cast<size_t>(i) * K + kk]);
+        if (!panels) dot.prepare(a.data(), K, row);
     }
     const float* lut = qt == QuantType::FP4 ? kFp4Values : kNf4Values;
-    parallel_range(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1) {
-        dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
+    parallel_workers(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1, int64_t w) {
+        if (panels)
+            prefill.rows(prepared.data(), M, K, B, scales, blocksize, qt, r0, r1, sums.data(), N,
+                         panel.data() + w * prefill.panel_floats);
+        else
+            dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
         for (int i = 0; i < M; ++i)
             for (int64_t j = r0; j < r1; ++j) {
                 float s = sums[static_cast<size_t>(i) * N + j];

@@ -19,6 +19,15 @@ bool ref_supports(int64_t, int64_t, int64_t) { return true; }
 
 void ref_prepare(const float* a, int64_t k, float* prepared) { std::copy(a, a + k, prepared); }
 
+bool never(int, int64_t, int64_t) { return false; }
+
+// Never called (supports() is false): the reference's sums in its own order, for completeness.
+void ref_prefill_rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scales, int64_t blocksize,
+                      QuantType qt, int64_t r0, int64_t r1, float* sums, int64_t ldo, float*) {
+    ref::dot_4bit_rows(a, M, k, B, k, scales, blocksize, qt == QuantType::FP4 ? kFp4Values : kNf4Values, r0, r1,
+                       sums, ldo);
+}
+
 const Dot4bitKernels& ref_dot_4bit_kernels() {
     static const Dot4bitKernels table{1, &ref_supports, &ref_prepare, &ref::dot_4bit_rows};
     return table;
@@ -44,6 +53,15 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
         return t;
     }();
     return table.supports(k, row_elems, blocksize) ? table : ref_dot_4bit_kernels();
+}
+
+const Prefill4bitKernels& prefill_4bit_kernels() {
+    static const Prefill4bitKernels table = [] {
+        Prefill4bitKernels t{&never, 0, &ref_prefill_rows};
+        override_prefill_4bit_avx512(t);
+        return t;
+    }();
+    return table;
 }
 
 template const Quant4bitKernels<float>& quant_4bit_kernels<float>();

@@ -1,7 +1,8 @@
 // kernels_4bit.h — the 4-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h).
 // Every slot is filled from the scalar reference (ref_4bit.h), then the SIMD sources override it for
 // the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot) and
-// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels). Kernels work on a range; the thread drivers
+// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_avx512.cpp (cgemm_4bit
+// at prefill sizes). Kernels work on a range; the thread drivers
 // in api_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact with
 // kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order (class F), the reference dot
 // kernel in the reference order.
@@ -44,6 +45,21 @@ struct Dot4bitKernels {
                      int64_t ldo);
 };
 
+// cgemm_4bit with many activation rows (prefill): weight panels dequantized to fp32 and multiplied
+// by a register-blocked kernel (kernels_4bit_prefill_avx512.cpp). The reference table has no such
+// kernel: its supports() is false and gemm_4bit keeps to dot_rows.
+struct Prefill4bitKernels {
+    // Capability: whether rows() takes M fp32 activation rows of k columns with this blocksize.
+    bool (*supports)(int M, int64_t k, int64_t blocksize);
+    // Scratch floats each concurrent rows() call needs (its `panel`).
+    int64_t panel_floats;
+    // For weight rows r in [r0, r1) of a packed weight of k columns per row and activation rows m < M
+    // (fp32, row-major, stride k): sums[m * ldo + r] = sum_k a_m[k] * fp32(lut[W(r, k)] * scales[(r * k
+    // + k') / blocksize]), lut the table of qt.
+    void (*rows)(const float* a, int M, int64_t k, const uint8_t* B, const float* scales, int64_t blocksize,
+                 QuantType qt, int64_t r0, int64_t r1, float* sums, int64_t ldo, float* panel);
+};
+
 // The SIMD dot kernels' precondition (both sets): rows that start a block, and k > 0.
 inline bool dot_4bit_simd_supports(int64_t k, int64_t row_elems, int64_t blocksize) {
     return k > 0 && row_elems % blocksize == 0;
@@ -55,11 +71,13 @@ const Quant4bitKernels<T>& quant_4bit_kernels();
 // The dot kernels for this shape: the active ISA's where it supports() the shape, else the
 // reference's (the capability check lives here, not in the callers).
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize);
+const Prefill4bitKernels& prefill_4bit_kernels();
 
 // Override hooks of the SIMD sources (see cpu_isa.h).
 template <class T>
 void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
 void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
 void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot_avx512.cpp
+void override_prefill_4bit_avx512(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx512.cpp
 
 }  // namespace kbit::cpu
