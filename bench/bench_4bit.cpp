@@ -1,5 +1,6 @@
-// Benchmarks of the 4-bit interface: quantize, dequantize (NF4/FP4 x fp32/fp16/bf16), the 4-bit GEMV
-// and cgemm_4bit at a small M, beside bitsandbytes' CPU library where it has the same kernel.
+// Benchmarks of the 4-bit interface: quantize, dequantize (NF4/FP4 x fp32/fp16/bf16), the 4-bit GEMV,
+// cgemm_4bit at a small M and at prefill size (beside dequantize + OpenBLAS SGEMM), beside
+// bitsandbytes' CPU library where it has the same kernel.
 // Weights of the GEMV rotate over enough copies to exceed the last-level cache.
 #include <dlfcn.h>
 
@@ -13,6 +14,9 @@
 
 #include "harness.h"
 #include "kbit/kbit_4bit.h"
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 #include "kbit/kbit_bnb_cpu.h"
 #include "kbit_half.h"
 
@@ -263,6 +267,44 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
     for (auto* p : scales) std::free(p);
 }
 
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+// Prefill, M = 512 tokens: cgemm_4bit_fp32 beside what an engine would do without it, the weights
+// dequantized to fp32 and multiplied by OpenBLAS SGEMM, in the same run. Shapes tokens x in x out;
+// both rows take the same traffic (the packed weights, activations and outputs once), and a gops line
+// gives each one's GFLOP/s (2 * M * in * out per call) and its speed over the dense path.
+void prefill_cases(Weights& w, int M) {
+    const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
+    const std::string shape = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N);
+    if (!selected("prefill_nf4", "fp32", shape)) return;
+    Buffer<float> a(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N), dense(static_cast<size_t>(N) * K);
+    fill(a.p, static_cast<size_t>(M) * K, 5);
+    const kbit_bench::Traffic traffic{double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + 4.0 * double(M) * K,
+                                      4.0 * double(M) * N, 2};
+    const double flops = 2.0 * M * double(K) * N;
+    int64_t next = 0;
+    for (int t : options().threads) {
+        const auto kbit_row = measure("prefill_nf4", "fp32", shape, t, traffic, [&] {
+            const int64_t c = next++ % w.copies;
+            check(cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                  static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr),
+                  "cgemm_4bit_fp32");
+        }, "kbit cgemm_4bit_fp32");
+        openblas_set_num_threads(t);
+        const auto dense_row = measure("prefill_nf4", "fp32", shape, t, traffic, [&] {
+            const int64_t c = next++ % w.copies;
+            check(kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, w.packed[c], w.absmax[c], dense.p, w.bs,
+                                       int64_t{N} * K, nullptr),
+                  "dequantize");
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.p, K, dense.p, K, 0.0f, out.p, N);
+        }, "kbit dequantize + OpenBLAS SGEMM");
+        for (const auto* r : {&kbit_row, &dense_row})
+            std::printf("gops,%s,%s,%s,%d,%.1f,%.2f,%s\n", r->kernel.c_str(), r->dtype.c_str(), r->shape.c_str(),
+                        r->threads, flops / r->seconds / 1e9, dense_row.seconds / r->seconds, r->note.c_str());
+        std::fflush(stdout);
+    }
+}
+#endif
+
 }  // namespace
 
 KBIT_BENCH_SUITE(4bit) {
@@ -284,5 +326,8 @@ KBIT_BENCH_SUITE(4bit) {
         gemm_cases<kbit_bf16>(w, s.name, 4);
         for (int M : {4, 8, 16}) gemm_cases<float>(w, s.name, M);
         bnb_gemv_cases(w, s.name);
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+        if (!options().quick && s.name != "4096x14336") prefill_cases(w, 512);  // 512x4096x4096, 512x4096x14336
+#endif
     }
 }
