@@ -58,7 +58,7 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 const Prefill4bitKernels& prefill_4bit_kernels() {
     static const Prefill4bitKernels table = [] {
         Prefill4bitKernels t{&never, 0, &ref_prefill_rows};
-        override_prefill_4bit_avx512(t);
+        override_prefill_4bit_simd(t);
         return t;
     }();
     return table;

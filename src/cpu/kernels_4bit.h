@@ -1,7 +1,7 @@
 // kernels_4bit.h — the 4-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h).
 // Every slot is filled from the scalar reference (ref_4bit.h), then the SIMD sources override it for
 // the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot) and
-// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_avx512.cpp (cgemm_4bit
+// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_simd.cpp (cgemm_4bit
 // at prefill sizes). Kernels work on a range; the thread drivers
 // in api_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact with
 // kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order (class F), the reference dot
@@ -46,7 +46,7 @@ struct Dot4bitKernels {
 };
 
 // cgemm_4bit with many activation rows (prefill): weight panels dequantized to fp32 and multiplied
-// by a register-blocked kernel (kernels_4bit_prefill_avx512.cpp). The reference table has no such
+// by a register-blocked kernel (kernels_4bit_prefill_simd.cpp). The reference table has no such
 // kernel: its supports() is false and gemm_4bit keeps to dot_rows.
 struct Prefill4bitKernels {
     // Capability: whether rows() takes M fp32 activation rows of k columns with this blocksize.
@@ -78,6 +78,6 @@ template <class T>
 void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
 void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
 void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot_avx512.cpp
-void override_prefill_4bit_avx512(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx512.cpp
+void override_prefill_4bit_simd(Prefill4bitKernels& table);  // kernels_4bit_prefill_simd.cpp
 
 }  // namespace kbit::cpu

@@ -182,8 +182,8 @@ TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector",
 
 // Batched decode and prefill sizes: enough activation rows that a kernel may cut K into slices (the
 // AVX-512 one does above ~2K columns at M >= 8), blocks split across slices, a tail past the last 128
-// columns, and an odd number of weight rows; at M >= 16 the AVX-512 prefill panels (chunks of 1024
-// columns or one block, tiles of 6 x 4 with partial tiles at M = 70 and N = 19).
+// columns, and an odd number of weight rows; at M >= 16 the prefill panels (chunks of 1024
+// columns or one block, tiles of 6 x 4 or 4 x 3 with partial tiles at M = 70 and N = 19).
 TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 summation bound", "[4bit][gemm]",
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
