@@ -106,10 +106,10 @@ HWY_INLINE V MaxIgnoringNaN(V v, V m) {
     return hn::Max(v, m);
 }
 
-// absmax_fold (kbit_formats.h) over x[0, len) from `start` (absmax_start): the block absmax of the
-// quantizers, in four independent chains (a single chain waits on the max's latency).
+// absmax_fold (kbit_formats.h) over x[0, len) from `start` (absmax_start), on fp32 lanes: the block
+// absmax of the quantizers, in four independent chains (a single chain waits on the max's latency).
 template <class DF, class T>
-HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
+HWY_INLINE float BlockAbsmaxOfFloats(DF df, const T* x, int64_t len, float start) {
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     auto a0 = hn::Set(df, start), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
@@ -123,6 +123,38 @@ HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
     float amax = hn::GetLane(hn::MaxOfLanes(df, hn::Max(hn::Max(a0, a1), hn::Max(a2, a3))));  // no NaN lanes
     for (; i < len; ++i) amax = absmax_fold(amax, Elem<T>::load(x[i]));
     return amax;
+}
+
+// The same fold. fp16 / bf16 inputs are folded on their bits: without the sign bit, the unsigned
+// order of the bits of non-NaN values is the order of their magnitudes, so the max needs no
+// conversion to fp32 (3 instead of 8 instructions per 32 elements), and its value is exactly the
+// fp32 fold's. Any non-NaN element makes the start irrelevant (|x| >= 0 > -FLT_MAX); a block holding
+// a NaN takes the fp32 fold, whose rule skips it.
+template <class DF, class T>
+HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
+    if constexpr (std::is_same_v<T, float>) {
+        return BlockAbsmaxOfFloats(df, x, len, start);
+    } else {
+        static_assert(std::is_same_v<T, kbit_half> || std::is_same_v<T, kbit_bf16>, "fp32, fp16 or bf16");
+        constexpr uint16_t kInfinity = std::is_same_v<T, kbit_half> ? 0x7C00 : 0x7F80;
+        const hn::Repartition<uint16_t, DF> d16;
+        const int64_t N = static_cast<int64_t>(hn::Lanes(d16));
+        const uint16_t* bits = reinterpret_cast<const uint16_t*>(x);
+        const auto magnitude = hn::Set(d16, uint16_t{0x7FFF});
+        auto a0 = hn::Zero(d16), a1 = a0;
+        int64_t i = 0;
+        for (; i + 2 * N <= len; i += 2 * N) {
+            a0 = hn::Max(a0, hn::And(hn::LoadU(d16, bits + i), magnitude));
+            a1 = hn::Max(a1, hn::And(hn::LoadU(d16, bits + i + N), magnitude));
+        }
+        for (; i + N <= len; i += N) a0 = hn::Max(a0, hn::And(hn::LoadU(d16, bits + i), magnitude));
+        uint16_t m = hn::GetLane(hn::MaxOfLanes(d16, hn::Max(a0, a1)));
+        for (; i < len; ++i) m = static_cast<uint16_t>(m > (bits[i] & 0x7FFF) ? m : bits[i] & 0x7FFF);
+        if (len == 0 || m > kInfinity) return BlockAbsmaxOfFloats(df, x, len, start);
+        T largest;
+        largest.bits = m;
+        return Elem<T>::load(largest);
+    }
 }
 
 }  // namespace HWY_NAMESPACE
