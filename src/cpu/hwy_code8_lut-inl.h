@@ -142,10 +142,16 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Code8Sums(DF, const uint32_t* table
 }
 
 // The codes of Lanes(du) sums at codes; an irregular lane's byte is for the caller to overwrite.
+// Byte 2 of each lane straight from the sums: vpshufb collects them per 128-bit block, vpermd the
+// four blocks (one shift fewer than TruncateTo of sums >> 16, on the shift port the search loops
+// are short of).
 template <class DU>
-HWY_INLINE void StoreCode8Sums(DU du, hn::Vec<DU> sums, uint8_t* codes) {
-    const hn::Rebind<uint8_t, DU> d8;
-    hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<16>(sums)), d8, codes);
+HWY_INLINE void StoreCode8Sums(DU, hn::Vec<DU> sums, uint8_t* codes) {
+    static_assert(hn::MaxLanes(DU()) == 16, "512-bit vectors");
+    const __m512i byte2 = _mm512_set4_epi32(-1, -1, -1, 0x0E0A0602);  // lanes 2, 6, 10, 14; zero
+    const __m512i blocks = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i picked = _mm512_permutexvar_epi32(blocks, _mm512_shuffle_epi8(sums.raw, byte2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_castsi512_si128(picked));
 }
 
 // Whether any of the sums OR-ed into `any` came from an irregular bucket.
