@@ -139,37 +139,40 @@ TEST_CASE("optim8 8-bit edges: an all-zero block gives absmax 0, state1 code 255
     }
 }
 
-TEST_CASE("optim8 8-bit edges: NaN/Inf gradients zero Adam's and AdEMAMix's states and leave p (fp32/fp16/bf16)", "[optim8][8bit][nan]") {
+TEST_CASE("optim8 8-bit edges: NaN/Inf gradients zero Adam's and AdEMAMix's states and leave p, weight decay or not (fp32/fp16/bf16)", "[optim8][8bit][nan]") {
     if (!backend().has_optim8()) return;
     for (const auto& f : optim8_functions()) {
         if (!kbit::optim::two_state(f.kind)) continue;
-        INFO(f.name);
-        const size_t n = 300;
-        Call8 c(f, n);
-        c.p = normal_floats(n, 45, 0.1f);
-        for (auto& x : c.p) x = round_dtype(x, f.dtype);
-        c.g = normal_floats(n, 46, 0.01f);
-        std::mt19937 rng(47);
-        for (auto& x : c.c1) x = static_cast<uint8_t>(rng());
-        for (auto& x : c.c2) x = static_cast<uint8_t>(rng());
-        std::fill(c.a1.begin(), c.a1.end(), 0.01f);
-        std::fill(c.a2.begin(), c.a2.end(), 1e-4f);
-        const size_t specials[] = {3, 10, 20, 280};
-        c.g[3] = NAN, c.g[10] = INFINITY, c.g[20] = -INFINITY, c.g[280] = -NAN;
-        const auto p0 = c.p;
-        Hyper h = default_hyper(f.kind, 4);
-        h.lr = 0.01f;  // steps of about 10 bf16 ulps
-        c.run(h);
-        for (size_t i : specials) {
-            INFO("element " << i);
-            CHECK(bits_of(c.p[i]) == bits_of(p0[i]));
-            CHECK(c.q1[c.c1[i]] == 0.0f);  // m = +0: the signed map's zero
-            CHECK(c.q2[c.c2[i]] == 0.0f);
-            if (f.kind == Kind::AdEMAMix) CHECK(c.q1[c.c1[n + i]] == 0.0f);
+        for (float wd : {0.0f, 0.1f}) {
+            INFO(f.name << ", weight decay " << wd);
+            const size_t n = 300;
+            Call8 c(f, n);
+            c.p = normal_floats(n, 45, 0.1f);
+            for (auto& x : c.p) x = round_dtype(x, f.dtype);
+            c.p[10] = -0.0f;  // -0.0 + 0.0 would give +0.0: p must be left, not stepped by zero
+            c.g = normal_floats(n, 46, 0.01f);
+            std::mt19937 rng(47);
+            for (auto& x : c.c1) x = static_cast<uint8_t>(rng());
+            for (auto& x : c.c2) x = static_cast<uint8_t>(rng());
+            std::fill(c.a1.begin(), c.a1.end(), 0.01f);
+            std::fill(c.a2.begin(), c.a2.end(), 1e-4f);
+            const size_t specials[] = {3, 10, 20, 280};
+            c.g[3] = NAN, c.g[10] = INFINITY, c.g[20] = -INFINITY, c.g[280] = -NAN;
+            const auto p0 = c.p;
+            Hyper h = default_hyper(f.kind, 4, wd);
+            h.lr = 0.01f;  // steps of about 10 bf16 ulps
+            c.run(h);
+            for (size_t i : specials) {
+                INFO("element " << i);
+                CHECK(bits_of(c.p[i]) == bits_of(p0[i]));
+                CHECK(c.q1[c.c1[i]] == 0.0f);  // m = +0: the signed map's zero
+                CHECK(c.q2[c.c2[i]] == 0.0f);
+                if (f.kind == Kind::AdEMAMix) CHECK(c.q1[c.c1[n + i]] == 0.0f);
+            }
+            size_t moved = 0;
+            for (size_t i = 0; i < n; ++i) moved += c.p[i] != p0[i];
+            CHECK(moved > n / 2);  // the finite elements did step
         }
-        size_t moved = 0;
-        for (size_t i = 0; i < n; ++i) moved += c.p[i] != p0[i];
-        CHECK(moved > n / 2);  // the finite elements did step
     }
 }
 
