@@ -158,8 +158,11 @@ KBIT_HD float sgn(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
 #define KBIT_OPT_MOMENTUM(x, beta, y) ((x) * (beta) + (y))
 // Adagrad state: x + y*y.
 #define KBIT_OPT_ACCUMULATE_SQ(x, y) ((x) + (y) * (y))
-// Adam parameter step: p + su * (m / (sqrt(v) + eps*c2)), su = u * step_size (8-bit: step_size).
-#define KBIT_OPT_ADAM_PARAM(p, m, v, su, eps_c2) ((p) + (su) * ((m) / (Sqrt(v) + (eps_c2))))
+// Adam parameter step: p + su * (m / (sqrt(v) + eps*c2)), su = u * step_size (8-bit: step_size); in
+// two parts for code that computes the denominator in an earlier pass.
+#define KBIT_OPT_ADAM_DENOMINATOR(v, eps_c2) (Sqrt(v) + (eps_c2))
+#define KBIT_OPT_ADAM_STEP(p, m, den, su) ((p) + (su) * ((m) / (den)))
+#define KBIT_OPT_ADAM_PARAM(p, m, v, su, eps_c2) KBIT_OPT_ADAM_STEP(p, m, KBIT_OPT_ADAM_DENOMINATOR(v, eps_c2), su)
 // AdEMAMix parameter step: p - lr * ((m1/c1 + alpha*m2) / (sqrt(nu)/c2 + eps)).
 #define KBIT_OPT_ADEMAMIX_PARAM(p, m1, m2, nu, lr, c1, alpha, c2, eps) \
     ((p) - (lr) * (((m1) / (c1) + (alpha) * (m2)) / (Sqrt(nu) / (c2) + (eps))))
