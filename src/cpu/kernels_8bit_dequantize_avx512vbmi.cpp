@@ -11,8 +11,10 @@
 // Class E: each output is exactly Elem<T>::store(code[c] * absmax[block]), one fp32 multiply (code
 // value first, as the reference and the AVX3 kernel) and one round-to-nearest-even to T.
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a self-initialised variable that
-// -Wmaybe-uninitialized reports at every inlined call (GCC bug 105593, fixed in GCC 13).
+// -Wmaybe-uninitialized (-Wuninitialized in the sanitizer builds) reports at every inlined call (GCC
+// bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
