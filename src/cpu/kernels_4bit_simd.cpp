@@ -5,6 +5,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_4bit_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "hwy_elem-inl.h"
@@ -333,6 +334,11 @@ void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocks
     }
 }
 
+// How far ahead of each block its input is prefetched. The hardware prefetchers alone kept a cold
+// 4096x4096 NF4 quantize at 7.0 ms for bf16 inputs (31% of its limit, one Sapphire Rapids core);
+// with it 4.6-5.0 ms (1, 2, 4 and 8 KB ahead measured alike). Prefetches never fault.
+constexpr int64_t kQuantizePrefetchBytes = 2048;
+
 template <class T>
 void quantize_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                      int64_t b0, int64_t b1) {
@@ -340,6 +346,8 @@ void quantize_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int6
     const SearchTables st;
     for (int64_t b = b0; b < full; ++b) {
         const int64_t i = b * blocksize;
+        for (int64_t off = 0; off < blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
+            hwy::Prefetch(reinterpret_cast<const char*>(A + i) + kQuantizePrefetchBytes + off);
         if (qt == QuantType::NF4) quantize_full_block<T, QuantType::NF4>(A + i, absmax + b, out + i / 2, blocksize, st);
         else quantize_full_block<T, QuantType::FP4>(A + i, absmax + b, out + i / 2, blocksize, st);
     }
