@@ -1,7 +1,6 @@
 // hwy_code8_lut-inl.h — the 8-bit code search through a Code8Lut (kbit_code8_lut.h) on Highway
-// lanes, shared by the blockwise quantizer and the optimizers. A caller stores the bucket keys of a
-// run of values (StoreCode8Keys), then Code8Codes looks the buckets up and writes the codes; lanes
-// whose bucket is irregular are left to the caller's search.
+// lanes, shared by the blockwise quantizer and the optimizers: Code8CodesOf writes the codes of a
+// run of values; lanes whose bucket is irregular are left to the caller's search.
 //
 // On AVX2 the look-ups are plain loads that GCC assembles into vectors (LookupCode8,
 // LookupCode8Entries), not vpgatherdd: gathers cost 0.8 ns per element on the Zen 3 we measured. The
@@ -76,6 +75,13 @@ HWY_INLINE hn::Vec<DU> LookupCode8Entries(DU du, const uint32_t* table, const ui
     return hn::Load(du, lanes);
 }
 
+// Whether any of the sums OR-ed into `any` came from an irregular bucket (bit 31).
+template <class DU>
+HWY_INLINE bool AnyIrregular(DU, hn::Vec<DU> any) {
+    const hn::RebindToSigned<DU> di;
+    return !hn::AllFalse(di, hn::Lt(hn::BitCast(di, any), hn::Zero(di)));
+}
+
 // codes[j] = the table's answer for keys j < count (a multiple of Lanes(df)). Returns whether any
 // bucket was irregular: those codes are for the caller to overwrite with the search (the lanes whose
 // Code8Lut::find is negative).
@@ -83,7 +89,6 @@ template <class DF>
 HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, const uint32_t* ranks, uint8_t* codes,
                            size_t count) {
     const hn::RebindToUnsigned<DF> du;
-    const hn::RebindToSigned<DF> di;
     const hn::Rebind<uint8_t, DF> d8;
     const uint32_t* table = lut.entries();
     auto any = hn::Zero(du);  // bit 31: an irregular bucket
@@ -121,7 +126,7 @@ HWY_INLINE bool Code8Codes(DF, const Code8Lut& lut, const uint32_t* buckets, con
         any = hn::Or(any, sum);
         hn::StoreU(hn::U8FromU32(hn::ShiftRight<16>(sum)), d8, codes + j);
     }
-    return !hn::AllFalse(di, hn::Lt(hn::BitCast(di, any), hn::Zero(di)));
+    return AnyIrregular(du, any);
 }
 
 #if HWY_TARGET <= HWY_AVX3
@@ -153,14 +158,32 @@ HWY_INLINE void StoreCode8Sums(DU, hn::Vec<DU> sums, uint8_t* codes) {
     const __m512i picked = _mm512_permutexvar_epi32(blocks, _mm512_shuffle_epi8(sums.raw, byte2));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm512_castsi512_si128(picked));
 }
-
-// Whether any of the sums OR-ed into `any` came from an irregular bucket.
-template <class DU>
-HWY_INLINE bool AnyIrregular(DU, hn::Vec<DU> any) {
-    const hn::RebindToSigned<DU> di;
-    return !hn::AllFalse(di, hn::Lt(hn::BitCast(di, any), hn::Zero(di)));
-}
 #endif
+
+// The codes of count values (a multiple of Lanes(df), at most kCode8MaxRun) at codes, from the
+// table; y_at(j) gives the vector of values j .. j + Lanes(df) - 1. Returns whether any bucket was
+// irregular: those codes are for the caller to overwrite with the search (the lanes whose
+// Code8Lut::find is negative). AVX-512 gathers the entries (Code8Sums); AVX2 stores the keys, then
+// assembles the entries from plain loads (Code8Codes).
+constexpr size_t kCode8MaxRun = 512;  // the AVX2 key buffers: 4 KiB, in L1
+template <class DF, class YAt>
+HWY_INLINE bool Code8CodesOf(DF df, const Code8Lut& lut, size_t count, YAt y_at, uint8_t* codes) {
+    const size_t N = hn::Lanes(df);
+#if HWY_TARGET <= HWY_AVX3
+    const hn::RebindToUnsigned<DF> du;
+    auto any = hn::Zero(du);
+    for (size_t j = 0; j < count; j += N) {
+        const auto sums = Code8Sums(df, lut.entries(), y_at(j));
+        any = hn::Or(any, sums);
+        StoreCode8Sums(du, sums, codes + j);
+    }
+    return AnyIrregular(du, any);
+#else
+    HWY_ALIGN uint32_t buckets[kCode8MaxRun], ranks[kCode8MaxRun];
+    for (size_t j = 0; j < count; j += N) StoreCode8Keys(df, y_at(j), buckets + j, ranks + j);
+    return Code8Codes(df, lut, buckets, ranks, codes, count);
+#endif
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu

@@ -32,37 +32,9 @@ namespace kbit::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Elements per pass: the three buffers (6 KiB) stay in L1.
+// Elements per pass: the code buffer and Code8CodesOf's key buffers stay in L1.
 constexpr int64_t kChunk = 512;
-
-// The codes of x[j] * recip for j < mv (a multiple of the lane count, at most kChunk) at dst, by
-// the bucket table; returns whether any bucket was irregular (those codes are the caller's to
-// redo). Also prefetches the input `ahead` elements on: the next block's, fetched while this one
-// computes (the absmax pass would otherwise wait for memory with nothing to overlap).
-template <class DF, class T>
-HWY_INLINE bool ChunkCodes(DF df, const Code8Lut& lut, const T* x, hn::Vec<DF> vrecip, int64_t mv, int64_t ahead,
-                           uint8_t* dst) {
-    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-#if HWY_TARGET <= HWY_AVX3
-    const hn::RebindToUnsigned<DF> du;
-    auto any = hn::Zero(du);
-    for (int64_t j = 0; j < mv; j += N) {
-        hwy::Prefetch(x + j + ahead);
-        const auto sums = Code8Sums(df, lut.entries(), hn::Mul(LoadAsFloat(df, x + j), vrecip));
-        any = hn::Or(any, sums);
-        StoreCode8Sums(du, sums, dst + j);
-    }
-    return AnyIrregular(du, any);
-#else
-    HWY_ALIGN uint32_t buckets[kChunk];
-    HWY_ALIGN uint32_t ranks[kChunk];
-    for (int64_t j = 0; j < mv; j += N) {
-        hwy::Prefetch(x + j + ahead);
-        StoreCode8Keys(df, hn::Mul(LoadAsFloat(df, x + j), vrecip), buckets + j, ranks + j);
-    }
-    return Code8Codes(df, lut, buckets, ranks, dst, static_cast<size_t>(mv));
-#endif
-}
+static_assert(kChunk <= static_cast<int64_t>(kCode8MaxRun), "one Code8CodesOf run per chunk");
 
 template <class T>
 void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
@@ -94,7 +66,13 @@ void QuantizeBlocks(const Code8Lut& lut, const T* A, float* absmax, uint8_t* out
             // which skip the read-for-ownership of every output line.
             const bool nt = stream && reinterpret_cast<uintptr_t>(qc) % N8 == 0;
             uint8_t* dst = nt ? codes : qc;
-            if (ChunkCodes(df, lut, xc, vrecip, mv, blocksize, dst)) {
+            // Each value's code; also the next block's input prefetched, fetched while this one
+            // computes (the absmax pass would otherwise wait for memory with nothing to overlap).
+            const auto y_at = [&](size_t j) {
+                hwy::Prefetch(xc + j + blocksize);  // never faults
+                return hn::Mul(LoadAsFloat(df, xc + j), vrecip);
+            };
+            if (Code8CodesOf(df, lut, static_cast<size_t>(mv), y_at, dst)) {
                 for (int64_t j = 0; j < mv; ++j) {  // irregular buckets: the search itself
                     const float y = Elem<T>::load(xc[j]) * recip;
                     if (lut.find(y) < 0) dst[j] = code8_index(code, y);

@@ -76,7 +76,6 @@ HWY_INLINE VF fold_absmax(VF acc, VF s) { return MaxIgnoringNaN(hn::Abs(s), acc)
 HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax, uint8_t* out) {
     const DF df;
     const DI di;
-    const DU du;
     const size_t N = hn::Lanes(df);
     if (!Code8Lut::keeps_sign(absmax)) {
         if (absmax == 0.0f) {
@@ -94,19 +93,9 @@ HWY_INLINE void quantize_block(const Code8Lut& lut, const float* s, float absmax
         return;
     }
     const VF vmax = hn::Set(df, absmax);
-#if HWY_TARGET <= HWY_AVX3
-    VU any = hn::Zero(du);
-    for (size_t j = 0; j < kBlock; j += N) {
-        const VU sums = Code8Sums(df, lut.entries(), hn::Load(df, s + j) / vmax);
-        any = hn::Or(any, sums);
-        StoreCode8Sums(du, sums, out + j);
-    }
-    if (AnyIrregular(du, any)) {  // irregular buckets: the search
-#else
-    HWY_ALIGN uint32_t buckets[kBlock], ranks[kBlock];
-    for (size_t j = 0; j < kBlock; j += N) StoreCode8Keys(df, hn::Load(df, s + j) / vmax, buckets + j, ranks + j);
-    if (Code8Codes(df, lut, buckets, ranks, out, kBlock)) {  // irregular buckets: the search
-#endif
+    static_assert(kBlock <= kCode8MaxRun, "one Code8CodesOf run per block");
+    if (Code8CodesOf(df, lut, kBlock, [&](size_t j) { return hn::Load(df, s + j) / vmax; }, out)) {
+        // irregular buckets: the search
         for (size_t j = 0; j < kBlock; ++j)
             if (lut.find(s[j] / absmax) < 0) out[j] = quantize8(lut.code(), s[j], absmax, lut.sign_fix());
     }
