@@ -45,10 +45,24 @@ const kbit_io_tensor* tensor(const kbit_io_checkpoint* ck, const std::string& na
     return t;
 }
 
-// `p` .. p + bytes is exactly the data of tensor `name` (bytes == 0: also NULL allowed when absent).
-void same_range(const kbit_io_checkpoint* ck, const char* prefix, const std::string& name, const void* p,
-                uint64_t bytes) {
-    const kbit_io_tensor* t = tensor(ck, name);
+// The tensor that serves a 4-bit layer's field: as in QuantState.from_dict, any key under P.weight.
+// whose last dotted component is the field, the last such in name order winning ("P.weight.x.absmax"
+// is a valid absmax when no later key ends in ".absmax").
+const kbit_io_tensor* field_tensor(const kbit_io_checkpoint* ck, const std::string& prefix, const std::string& field) {
+    const std::string under = prefix + ".weight.";
+    const kbit_io_tensor* found = nullptr;
+    for (size_t i = 0; i < kbit_io_tensor_count(ck); ++i) {
+        const kbit_io_tensor* t = nullptr;
+        kbit_io_tensor_at(ck, i, &t);
+        const std::string n = t->name;
+        if (n.compare(0, under.size(), under) == 0 && n.substr(n.rfind('.') + 1) == field) found = t;
+    }
+    return found;
+}
+
+// `p` .. p + bytes is exactly the data of `t`, the tensor called `name` (a field's name when looked up
+// by field_tensor).
+void same_range(const char* prefix, const kbit_io_tensor* t, const std::string& name, const void* p, uint64_t bytes) {
     if (!t) fail(std::string(prefix) + ": described, but no tensor " + name);
     if (t->data != p || t->nbytes != bytes)
         fail(std::string(prefix) + ": pointer or size of " + name + " differs from its tensor");
@@ -102,8 +116,8 @@ void check_accepted(const kbit_io_checkpoint* ck, const uint8_t* data, size_t si
         if (numel != q->numel) fail(P + ": numel is not the product of the shape");
         if (q->format == KBIT_IO_FORMAT_INT8) {
             if (q->ndim != 2) fail(P + ": int8 weight not 2-D");
-            same_range(ck, p, P + ".weight", q->weight, q->numel);
-            same_range(ck, p, P + ".SCB", q->scb, 4 * static_cast<uint64_t>(q->shape[0]));
+            same_range(p, tensor(ck, P + ".weight"), P + ".weight", q->weight, q->numel);
+            same_range(p, tensor(ck, P + ".SCB"), P + ".SCB", q->scb, 4 * static_cast<uint64_t>(q->shape[0]));
             continue;
         }
         if (q->format != KBIT_IO_FORMAT_NF4 && q->format != KBIT_IO_FORMAT_FP4) fail(P + ": unknown format");
@@ -111,10 +125,11 @@ void check_accepted(const kbit_io_checkpoint* ck, const uint8_t* data, size_t si
         if (b < KBIT_BLOCKSIZE_MIN || b > KBIT_BLOCKSIZE_MAX || (b & (b - 1))) fail(P + ": bad blocksize accepted");
         const uint64_t blocks = q->numel / b + (q->numel % b != 0);
         if (q->blocks != blocks) fail(P + ": blocks is not ceil(numel / blocksize)");
-        same_range(ck, p, P + ".weight", q->weight, (q->numel + 1) / 2);
-        same_range(ck, p, P + ".weight.absmax", q->absmax, q->nested ? blocks : 4 * blocks);
+        same_range(p, tensor(ck, P + ".weight"), P + ".weight", q->weight, (q->numel + 1) / 2);
+        same_range(p, field_tensor(ck, P, "absmax"), P + ".weight.*.absmax", q->absmax,
+                   q->nested ? blocks : 4 * blocks);
         if (q->absmax_bytes != (q->nested ? blocks : 4 * blocks)) fail(P + ": absmax_bytes");
-        same_range(ck, p, P + ".weight.quant_map", q->quant_map, 64);
+        same_range(p, field_tensor(ck, P, "quant_map"), P + ".weight.*.quant_map", q->quant_map, 64);
         if (q->nested) {
             const int32_t nb = q->nested_blocksize;
             if (nb < KBIT_BLOCKSIZE_MIN || nb > KBIT_BLOCKSIZE_MAX || (nb & (nb - 1))) fail(P + ": bad nested_blocksize");
@@ -122,8 +137,10 @@ void check_accepted(const kbit_io_checkpoint* ck, const uint8_t* data, size_t si
                 fail(P + ": non-finite nested_offset accepted");
             const uint64_t nblocks = blocks / nb + (blocks % nb != 0);
             if (q->nested_blocks != nblocks) fail(P + ": nested_blocks");
-            same_range(ck, p, P + ".weight.nested_absmax", q->nested_absmax, 4 * nblocks);
-            same_range(ck, p, P + ".weight.nested_quant_map", q->nested_quant_map, 1024);
+            same_range(p, field_tensor(ck, P, "nested_absmax"), P + ".weight.*.nested_absmax", q->nested_absmax,
+                       4 * nblocks);
+            same_range(p, field_tensor(ck, P, "nested_quant_map"), P + ".weight.*.nested_quant_map",
+                       q->nested_quant_map, 1024);
         }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the checked-in seed corpus of fuzz_io (tests/fuzz/corpus/fuzz_io/): small safetensors files
 in the bitsandbytes layout (docs/behaviour.md §11) with made-up contents (numpy only, no kbit library):
-a plain NF4 layer with a bias, a nested FP4 layer, an LLM.int8 layer, plain tensors with metadata, and an
+a plain NF4 layer with a bias, the same with its absmax and quant_map at deeper keys (which
+QuantState.from_dict accepts), a nested FP4 layer, an LLM.int8 layer, plain tensors with metadata, and an
 empty file; the fuzzer mutates headers, JSON fields and sizes from there.
     tests/fuzz/make_io_seeds.py         (rewrites tests/fuzz/corpus/fuzz_io)
 """
@@ -57,8 +58,11 @@ def main():
     OUT.mkdir(parents=True)
     nf4 = four("a", "nf4", (4, 16), 32, False)
     nf4["a.bias"] = np.zeros(4, np.float32)
+    deep = {k.replace("a.weight.", "a.weight.deep.") if k in ("a.weight.absmax", "a.weight.quant_map") else k: v
+            for k, v in nf4.items()}
     seeds = {
         "nf4": nf4,
+        "nf4_deep_keys": deep,
         "fp4_nested": four("b", "fp4", (3, 7), 64, True),
         "int8": {"c.weight": np.arange(12, dtype=np.int8).reshape(3, 4), "c.SCB": np.ones(3, np.float32),
                  "c.weight_format": np.array(0, np.uint8)},

@@ -6,6 +6,8 @@ package (kbit.functional.quantize_4bit, kbit.checkpoint.tensors_4bit / tensors_i
                            nf4 with quant_storage uint16, fp4 fp32 blocksize 4096, an LLM.int8 layer,
                            and plain tensors (a bias, an fp16 embedding, a scalar)
   good/sharded/            the same layers split over two shards with model.safetensors.index.json
+  good/misaligned.safetensors   q_proj with its float tensors not 4-byte aligned (valid)
+  good/deep_keys.safetensors    q_proj with its absmax and quant_map at deeper keys (valid)
   good/expected.json       every tensor (name, dtype, shape, hex of its bytes) and every layer (each
                            field kbit_io_quant describes, hex of each companion tensor, and of the 4-bit
                            weight dequantized by kbit.functional.dequantize_4bit) as Python sees them
@@ -152,6 +154,13 @@ def main():
     odd = {**groups["model.layers.0.q_proj"], "note": np.zeros(3, np.uint8)}
     tensors_file(OUT / "good" / "misaligned.safetensors", odd, order=["note"] + sorted(k for k in odd if k != "note"))
     ckpt.load_4bit(ckpt.load(OUT / "good" / "misaligned.safetensors"), "model.layers.0.q_proj")
+    # A valid file whose companion tensors sit at deeper keys under P.weight. (from_dict keeps each key's
+    # last component): the absmax and quant_map of model.layers.0.q_proj renamed below an extra level.
+    P = "model.layers.0.q_proj.weight"
+    deep = {(k.replace(P + ".", P + ".extra.") if k in (P + ".absmax", P + ".quant_map") else k): v
+            for k, v in groups["model.layers.0.q_proj"].items()}
+    tensors_file(OUT / "good" / "deep_keys.safetensors", deep)
+    ckpt.load_4bit(ckpt.load(OUT / "good" / "deep_keys.safetensors"), "model.layers.0.q_proj")
     bad_cases()
 
 

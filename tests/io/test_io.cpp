@@ -235,6 +235,23 @@ TEST_CASE("a valid file with misaligned float tensors is described with aligned 
     CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
 }
 
+TEST_CASE("a 4-bit layer's companion tensors may sit at deeper keys, as QuantState.from_dict allows") {
+    const json exp = read_json(kData + "/good/expected.json");
+    Checkpoint c(kData + "/good/deep_keys.safetensors");
+    const kbit_io_quant* q = nullptr;
+    REQUIRE(kbit_io_quant_find(c.ck, "model.layers.0.q_proj", &q) == KBIT_STATUS_SUCCESS);
+    const kbit_io_tensor *absmax = nullptr, *quant_map = nullptr;
+    REQUIRE(kbit_io_tensor_find(c.ck, "model.layers.0.q_proj.weight.extra.absmax", &absmax) == KBIT_STATUS_SUCCESS);
+    REQUIRE(kbit_io_tensor_find(c.ck, "model.layers.0.q_proj.weight.extra.quant_map", &quant_map) ==
+            KBIT_STATUS_SUCCESS);
+    CHECK(q->absmax == absmax->data);
+    CHECK(static_cast<const void*>(q->quant_map) == quant_map->data);
+    const json& e = exp["layers"]["model.layers.0.q_proj"];
+    CHECK(hex(q->absmax, q->absmax_bytes) == e["absmax"].get<std::string>());
+    CHECK(hex(q->quant_map, 64) == e["quant_map"].get<std::string>());
+    CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
+}
+
 TEST_CASE("bad files are rejected with a message naming file, tensor and field") {
     const json cases = read_json(kData + "/bad/cases.json");
     REQUIRE(cases.size() >= 40);
