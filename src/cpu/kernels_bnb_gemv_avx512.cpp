@@ -10,6 +10,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_bnb_gemv_avx512.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <cstring>
@@ -40,6 +41,14 @@ HWY_INLINE VF load_bf16(const kbit_bf16* p) {
     return hn::BitCast(df, hn::ShiftLeft<16>(bits));
 }
 
+// Software prefetches, measured with the weights cold (4096x4096, one Sapphire Rapids core): the
+// weights are one sequential stream, yet with the hardware prefetchers alone (which do not cross
+// 4 KB pages) it ran at 6.6 GB/s against 14.0 warm; 4 KB ahead: 10.0-10.4 GB/s (1 KB
+// 9.4, 2 KB 10.0-10.3, 8 KB alike). The 32 scales of a group's block are one 64-byte line N * 2
+// bytes past the previous block's, in another page: prefetched 4 blocks ahead (3-5% more).
+constexpr int64_t kWeightPrefetchBytes = 4096;
+constexpr int64_t kScalePrefetchBlocks = 4;
+
 // Activation rows mi .. mi + MT - 1 of group g: MT rows share every decoded weight vector.
 template <int MT>
 HWY_INLINE void gemv_tile(const VF table, const uint8_t* wg, const kbit_bf16* x, int64_t x_stride, int64_t K,
@@ -48,10 +57,19 @@ HWY_INLINE void gemv_tile(const VF table, const uint8_t* wg, const kbit_bf16* x,
     const DF df;
     VF total_lo[MT], total_hi[MT];
     for (int t = 0; t < MT; ++t) total_lo[t] = total_hi[t] = hn::Zero(df);
+    const int64_t blocks = K / blocksize;
     for (int64_t k0 = 0; k0 < K; k0 += blocksize) {
+        // The scales of the block kScalePrefetchBlocks ahead, in the next group once this one ends.
+        int64_t ahead_block = k0 / blocksize + kScalePrefetchBlocks, ahead_group = g;
+        if (ahead_block >= blocks) {
+            ahead_block -= blocks;
+            ++ahead_group;
+        }
+        if (ahead_block < blocks) hwy::Prefetch(absmax + ahead_block * N + 32 * ahead_group);
         VF lo_e[MT], lo_o[MT], hi_e[MT], hi_o[MT];
         for (int t = 0; t < MT; ++t) lo_e[t] = lo_o[t] = hi_e[t] = hi_o[t] = hn::Zero(df);
         for (int64_t kk = k0 / 2; kk < (k0 + blocksize) / 2; ++kk) {
+            hwy::Prefetch(wg + kk * 32 + kWeightPrefetchBytes);  // into the next group at its end
             const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wg + kk * 32)));
             const VF w_lo_e{_mm512_permutexvar_ps(v, table.raw)};
             const VF w_hi_e{_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table.raw)};
