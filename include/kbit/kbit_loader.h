@@ -233,6 +233,8 @@ KBIT_API kbit_status kbit_loader_default(kbit_backend** out);
 
 /**
  * Closes a handle from kbit_loader_open(); its tables and records become invalid. NULL does nothing.
+ * The backend library is dlclose()d; one linked -z nodelete (the CPU backend, whose OpenMP threads
+ * outlive every call) stays mapped.
  * @param backend handle from kbit_loader_open().
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT for the default backend's handle.
  * @since loader 1.0
