@@ -163,8 +163,12 @@ Result measure(const std::string& kernel, const std::string& dtype, const std::s
     std::vector<double> times, reads, writes, copies, updates, pct;
     for (int round = 0; round < g_options.rounds; ++round) {
         Roofline m;
-        m.read_gbs = g_probes->read_gbs(traffic.read_streams);
+        // The write probe first: its 960 MB of non-temporal stores were still draining when a kernel
+        // right behind it started, which cost read-mostly kernels 5-12% (NF4 GEMV on the Intel
+        // guest, 2026-12-03: every 2-thread row 2-8 points lower); the read probe just before the
+        // call leaves the memory system as a stream of reads does.
         m.write_gbs = g_probes->write_gbs();
+        m.read_gbs = g_probes->read_gbs(traffic.read_streams);
         const double t0 = probe_now();
         run();
         const double dt = probe_now() - t0;
