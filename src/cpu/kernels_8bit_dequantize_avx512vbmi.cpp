@@ -144,15 +144,20 @@ KBIT_VBMI void scales32(const float* absmax, int64_t blocksize, int64_t j, int64
     hi = _mm512_load_ps(s + 16);
 }
 
+// Elements [i0, i1) one at a time: the steps' heads and tails.
+template <class T>
+KBIT_VBMI void dequantize_scalar(const float* code, const uint8_t* A, const float* absmax, T* out, int64_t blocksize,
+                                 int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+}
+
 // Elements [begin, end), begin a multiple of blocksize. `stream` (out aligned to 64 bytes) asks for
 // non-temporal stores: the vector steps start at a multiple of 32 elements, so every store is
 // aligned; the elements before it and the last partial step are scalar.
 template <class T>
 KBIT_VBMI void dequantize_range(const float* code, const uint8_t* A, const float* absmax, T* out,
                                 int64_t blocksize, int64_t begin, int64_t end, bool stream) {
-    const auto scalar = [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
-    };
+    const auto scalar = [&](int64_t i0, int64_t i1) { dequantize_scalar(code, A, absmax, out, blocksize, i0, i1); };
     int64_t i = (begin + 31) / 32 * 32;
     if (i + kCodes > end) return scalar(begin, end);
     scalar(begin, i);
@@ -245,7 +250,7 @@ KBIT_VBMI void dequantize_range16(const float* code, const uint8_t* A, const flo
         }
         if (i < block_end) break;  // the range's last, partial step
     }
-    for (; i < end; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+    dequantize_scalar(code, A, absmax, out, blocksize, i, end);
     if (stream) _mm_sfence();
 }
 

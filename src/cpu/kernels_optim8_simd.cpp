@@ -131,7 +131,7 @@ void block_two_state(const VConsts& k, const Block<T>& b, const Code8Lut& l1, co
     constexpr bool kStepPass = K == Kind::Adam && !std::is_same_v<T, float>;
     const DF df;
     const size_t N = hn::Lanes(df);
-    HWY_ALIGN float m[kBlock], v[kBlock], m2[kBlock], den[kBlock];
+    HWY_ALIGN float m[kBlock], v[kBlock], m2[kBlock], den[kStepPass ? kBlock : 1];
     const VF a1 = hn::Set(df, *b.a1), a2 = hn::Set(df, *b.a2);
     const VF a3 = K == Kind::AdEMAMix ? hn::Set(df, *b.a3) : k.zero;
     VF max1 = k.lowest, max2 = k.lowest, max3 = k.lowest;
