@@ -130,7 +130,15 @@ KBIT_HD uint8_t nf4_index(float y) {
 constexpr float kFp4Values[16] = {KBIT_FP4_VALUES};
 
 // bitsandbytes' threshold literals as fp32: 0.00260417 (3b2aaab9), 0.0859375, 0.20833333, 0.29166667,
-// 0.4166667 (3ed55556), 0.583333 (3f155550), 0.8333333. Ties go to the smaller magnitude.
+// 0.4166667 (3ed55556), 0.583333 (3f155550), 0.8333333, ascending; between the sorted magnitudes.
+#define KBIT_FP4_MAGNITUDE_THRESHOLDS                                                            \
+    0x1.5555720p-9f, 0x1.6000000p-4f, 0x1.aaaaaa0p-3f, 0x1.2aaaaa0p-2f, 0x1.aaaaac0p-2f,          \
+    0x1.2aaaa00p-1f, 0x1.aaaaaa0p-1f
+
+constexpr float kFp4MagnitudeThresholds[7] = {KBIT_FP4_MAGNITUDE_THRESHOLDS};
+
+// FP4 index of a normalised value: sign 8 for y < 0, magnitude code of the number of magnitude
+// thresholds |y| exceeds (strict: ties go to the smaller magnitude). Written out for device code.
 KBIT_HD uint8_t fp4_index(float y) {
     const uint8_t sign = y < 0.0f ? 8 : 0;  // -0.0 and NaN get sign 0
     const float a = y < 0.0f ? -y : y;      // NaN stays NaN and falls through to 000
