@@ -335,56 +335,63 @@ HWY_INLINE __m512 load16_as_float(const kbit_bf16* p) {
 }
 #endif  // HWY_TARGET == HWY_AVX3
 
-template <class T, QuantType Q>
-void quantize_full_block(const T* x, float* absmax, uint8_t* out, int64_t blocksize, const SearchTables& st) {
-    const DF df;
-    const float amax = BlockAbsmax(df, x, blocksize, absmax_start(blocksize, blocksize));
-    *absmax = amax;
-#if HWY_TARGET == HWY_AVX3
-    const Buckets512& s = Q == QuantType::NF4 ? nf4_buckets() : fp4_buckets();
-    const float rs = 1.0f / amax;
-    if (blocksize % 32 == 0 && s.valid && !std::isinf(rs)) {
-        const __m512 r = _mm512_set1_ps(rs);
-        // Lanes 0-15 of the concatenation (v0, v1): even elements, then odd ones.
-        const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        for (int64_t i = 0; i < blocksize; i += 32) {
-            const __m512 v0 = load16_as_float(x + i), v1 = load16_as_float(x + i + 16);
-            const __m512 even = _mm512_mul_ps(_mm512_permutex2var_ps(v0, even_lanes, v1), r);
-            const __m512 odd = _mm512_mul_ps(_mm512_permutex2var_ps(v0, odd_lanes, v1), r);
-            const __m512i bytes = _mm512_or_si512(_mm512_slli_epi32(indices512<Q>(even, s), 4), indices512<Q>(odd, s));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i / 2), _mm512_cvtepi32_epi8(bytes));
-        }
-        return;
-    }
-#endif
-    const auto r = hn::Set(df, 1.0f / amax);
-    for (int64_t i = 0; i < blocksize; i += 16) {
-        const auto v0 = LoadAsFloat(df, x + i), v1 = LoadAsFloat(df, x + i + 8);
-        const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
-        const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
-        const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
-        hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), out + i / 2);
-    }
-}
-
 // How far ahead of each block its input is prefetched. The hardware prefetchers alone kept a cold
 // 4096x4096 NF4 quantize at 7.0 ms for bf16 inputs (31% of its limit, one Sapphire Rapids core);
 // with it 4.6-5.0 ms (1, 2, 4 and 8 KB ahead measured alike). Prefetches never fault.
 constexpr int64_t kQuantizePrefetchBytes = 2048;
 
+// Blocks [b0, b1), all complete. The search tables are locals of this loop so that they stay in
+// registers: the code and absmax stores may alias a table in memory, which made GCC reload the
+// AVX-512 tables after every store.
+template <class T, QuantType Q>
+void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t b0, int64_t b1) {
+    const DF df;
+    const SearchTables st;
+#if HWY_TARGET == HWY_AVX3
+    const Buckets512 s = Q == QuantType::NF4 ? nf4_buckets() : fp4_buckets();
+    // Lanes 0-15 of the concatenation (v0, v1): even elements, then odd ones.
+    const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#endif
+    for (int64_t b = b0; b < b1; ++b) {
+        const T* x = A + b * blocksize;
+        uint8_t* o = out + b * blocksize / 2;
+        for (int64_t off = 0; off < blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
+            hwy::Prefetch(reinterpret_cast<const char*>(x) + kQuantizePrefetchBytes + off);
+        const float amax = BlockAbsmax(df, x, blocksize, absmax_start(blocksize, blocksize));
+        absmax[b] = amax;
+        const float rs = 1.0f / amax;
+#if HWY_TARGET == HWY_AVX3
+        if (blocksize % 32 == 0 && s.valid && !std::isinf(rs)) {
+            const __m512 r = _mm512_set1_ps(rs);
+            for (int64_t i = 0; i < blocksize; i += 32) {
+                const __m512 v0 = load16_as_float(x + i), v1 = load16_as_float(x + i + 16);
+                const __m512 even = _mm512_mul_ps(_mm512_permutex2var_ps(v0, even_lanes, v1), r);
+                const __m512 odd = _mm512_mul_ps(_mm512_permutex2var_ps(v0, odd_lanes, v1), r);
+                const __m512i bytes =
+                    _mm512_or_si512(_mm512_slli_epi32(indices512<Q>(even, s), 4), indices512<Q>(odd, s));
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i / 2), _mm512_cvtepi32_epi8(bytes));
+            }
+            continue;
+        }
+#endif
+        const auto r = hn::Set(df, rs);
+        for (int64_t i = 0; i < blocksize; i += 16) {
+            const auto v0 = LoadAsFloat(df, x + i), v1 = LoadAsFloat(df, x + i + 8);
+            const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
+            const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
+            const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
+            hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), o + i / 2);
+        }
+    }
+}
+
 template <class T>
 void quantize_blocks(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                      int64_t b0, int64_t b1) {
     const int64_t full = std::min(b1, n / blocksize);  // blocks [b0, full) are complete
-    const SearchTables st;
-    for (int64_t b = b0; b < full; ++b) {
-        const int64_t i = b * blocksize;
-        for (int64_t off = 0; off < blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
-            hwy::Prefetch(reinterpret_cast<const char*>(A + i) + kQuantizePrefetchBytes + off);
-        if (qt == QuantType::NF4) quantize_full_block<T, QuantType::NF4>(A + i, absmax + b, out + i / 2, blocksize, st);
-        else quantize_full_block<T, QuantType::FP4>(A + i, absmax + b, out + i / 2, blocksize, st);
-    }
+    if (qt == QuantType::NF4) quantize_full_blocks<T, QuantType::NF4>(A, absmax, out, blocksize, b0, full);
+    else quantize_full_blocks<T, QuantType::FP4>(A, absmax, out, blocksize, b0, full);
     if (std::max(b0, full) < b1) ref::quantize_4bit_blocks(qt, A, absmax, out, blocksize, n, std::max(b0, full), b1);
 }
 
