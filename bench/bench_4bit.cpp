@@ -1,5 +1,6 @@
 // Benchmarks of the 4-bit interface: quantize, dequantize (NF4/FP4 x fp32/fp16/bf16), the 4-bit GEMV,
-// cgemm_4bit at a small M and at prefill size (beside dequantize + OpenBLAS SGEMM), beside
+// cgemm_4bit at a small M and at prefill size (beside dequantize + OpenBLAS SGEMM and dequantize +
+// oneDNN's bf16 matmul), beside
 // bitsandbytes' CPU library where it has the same kernel.
 // Weights of the GEMV rotate over enough copies to exceed the last-level cache.
 #include <dlfcn.h>
@@ -16,6 +17,9 @@
 #include "kbit/kbit_4bit.h"
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+#ifdef KBIT_BENCH_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 #include "kbit/kbit_bnb_cpu.h"
 #include "kbit_half.h"
@@ -267,39 +271,112 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
     for (auto* p : scales) std::free(p);
 }
 
+#ifdef KBIT_BENCH_HAVE_DNNL
+// oneDNN's bf16 matmul, out[M][N] = a[M][K] * w[N][K]^T with bf16 operands and outputs of T (fp32
+// or bf16), the primitive created once; oneDNN picks its kernel for the CPU (AMX-BF16 or
+// AVX512-BF16 where present), which `impl` names.
+template <class T>
+struct DnnlBf16Matmul {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    dnnl::stream stream{engine};
+    dnnl::matmul matmul;
+    dnnl::memory a, w, out;
+    std::string impl;
+    DnnlBf16Matmul(int M, int N, int K, kbit_bf16* a_p, kbit_bf16* w_p, T* out_p) {
+        using dt = dnnl::memory::data_type;
+        using tag = dnnl::memory::format_tag;
+        const dnnl::memory::desc ad({M, K}, dt::bf16, tag::ab), wd({K, N}, dt::bf16, tag::ba),
+            od({M, N}, std::is_same_v<T, float> ? dt::f32 : dt::bf16, tag::ab);
+#if DNNL_VERSION_MAJOR >= 3
+        const dnnl::matmul::primitive_desc pd(engine, ad, wd, od);
+#else
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, wd, od), engine);
+#endif
+        impl = pd.impl_info_str();
+        matmul = dnnl::matmul(pd);
+        a = dnnl::memory(ad, engine, a_p);
+        w = dnnl::memory(wd, engine, w_p);
+        out = dnnl::memory(od, engine, out_p);
+    }
+    void run() {
+        matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, out}});
+        stream.wait();
+    }
+};
+#endif
+
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
-// Prefill, M = 512 tokens: cgemm_4bit_fp32 beside what an engine would do without it, the weights
-// dequantized to fp32 and multiplied by OpenBLAS SGEMM, in the same run. Shapes tokens x in x out;
-// both rows take the same traffic (the packed weights, activations and outputs once), and a gops line
-// gives each one's GFLOP/s (2 * M * in * out per call) and its speed over the dense path.
+// Prefill, M = 512 tokens: cgemm_4bit_<T> beside what an engine would do without it, the weights
+// dequantized and multiplied by the best dense GEMM at hand, in the same run: for fp32 activations
+// OpenBLAS SGEMM, and oneDNN's bf16 matmul on activations rounded to bf16 inside the call; for bf16
+// activations oneDNN's bf16 matmul. Shapes tokens x in x out; every row takes the same traffic (the
+// packed weights, activations and outputs once), and a gops line gives each one's GFLOP/s
+// (2 * M * in * out per call) and its speed over the fastest dense row of its dtype.
+template <class T>
 void prefill_cases(Weights& w, int M) {
     const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
     const std::string shape = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N);
-    if (!selected("prefill_nf4", "fp32", shape)) return;
-    Buffer<float> a(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N), dense(static_cast<size_t>(N) * K);
+    constexpr bool kFp32 = std::is_same_v<T, float>;
+    const char* dtype = kbit::Elem<T>::name;
+    if (!selected("prefill_nf4", dtype, shape)) return;
+    Buffer<T> a(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N);
     fill(a.p, static_cast<size_t>(M) * K, 5);
-    const kbit_bench::Traffic traffic{double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + 4.0 * double(M) * K,
-                                      4.0 * double(M) * N, 2};
+    const kbit_bench::Traffic traffic{double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + sizeof(T) * double(M) * K,
+                                      sizeof(T) * double(M) * N, 2};
     const double flops = 2.0 * M * double(K) * N;
+#ifdef KBIT_BENCH_HAVE_DNNL
+    Buffer<kbit_bf16> a16(static_cast<size_t>(M) * K), w16(static_cast<size_t>(N) * K);
+    // bf16 activations go to oneDNN as they are; fp32 ones are rounded into a16 inside the call.
+    DnnlBf16Matmul<T> dnnl_bf16(M, N, K, kFp32 ? a16.p : reinterpret_cast<kbit_bf16*>(a.p), w16.p, out.p);
+#endif
     int64_t next = 0;
     for (int t : options().threads) {
-        const auto kbit_row = measure("prefill_nf4", "fp32", shape, t, traffic, [&] {
+        std::vector<kbit_bench::Result> rows;
+        rows.push_back(measure("prefill_nf4", dtype, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
-            check(cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                  static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr),
-                  "cgemm_4bit_fp32");
-        }, "kbit cgemm_4bit_fp32");
-        openblas_set_num_threads(t);
-        const auto dense_row = measure("prefill_nf4", "fp32", shape, t, traffic, [&] {
+            kbit_status st;
+            if constexpr (kFp32)
+                st = cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                     static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
+            else
+                st = cgemm_4bit_bf16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
+                                     static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
+            check(st, "cgemm_4bit");
+        }, kFp32 ? "kbit cgemm_4bit_fp32" : "kbit cgemm_4bit_bf16"));
+        if constexpr (kFp32) {
+            Buffer<float> dense(static_cast<size_t>(N) * K);
+            openblas_set_num_threads(t);
+            rows.push_back(measure("prefill_nf4", dtype, shape, t, traffic, [&] {
+                const int64_t c = next++ % w.copies;
+                check(kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, w.packed[c], w.absmax[c], dense.p, w.bs,
+                                           int64_t{N} * K, nullptr),
+                      "dequantize");
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.p, K, dense.p, K, 0.0f, out.p,
+                            N);
+            }, "dense: kbit dequantize + OpenBLAS SGEMM"));
+        }
+#ifdef KBIT_BENCH_HAVE_DNNL
+        const std::string note = kFp32 ? "dense: kbit dequantize to bf16 + activations to bf16 + oneDNN bf16 matmul (" +
+                                             dnnl_bf16.impl + ")"
+                                       : "dense: kbit dequantize to bf16 + oneDNN bf16 matmul (" + dnnl_bf16.impl + ")";
+        rows.push_back(measure("prefill_nf4", dtype, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
-            check(kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, w.packed[c], w.absmax[c], dense.p, w.bs,
+            check(kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_BF16, w.packed[c], w.absmax[c], w16.p, w.bs,
                                        int64_t{N} * K, nullptr),
                   "dequantize");
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.p, K, dense.p, K, 0.0f, out.p, N);
-        }, "kbit dequantize + OpenBLAS SGEMM");
-        for (const auto* r : {&kbit_row, &dense_row})
-            std::printf("gops,%s,%s,%s,%d,%.1f,%.2f,%s\n", r->kernel.c_str(), r->dtype.c_str(), r->shape.c_str(),
-                        r->threads, flops / r->seconds / 1e9, dense_row.seconds / r->seconds, r->note.c_str());
+            if constexpr (kFp32) {
+#pragma omp parallel for num_threads(t) schedule(static)
+                for (int64_t i = 0; i < int64_t{M} * K; ++i) a16.p[i] = kbit::Elem<kbit_bf16>::store(a.p[i]);
+            }
+            dnnl_bf16.run();
+        }, note));
+#endif
+        double dense_seconds = 1e300;
+        for (size_t i = 1; i < rows.size(); ++i) dense_seconds = std::min(dense_seconds, rows[i].seconds);
+        for (const auto& r : rows)
+            std::printf("gops,%s,%s,%s,%d,%.1f,%.2f,%s\n", r.kernel.c_str(), r.dtype.c_str(), r.shape.c_str(),
+                        r.threads, flops / r.seconds / 1e9, rows.size() > 1 ? dense_seconds / r.seconds : 0.0,
+                        r.note.c_str());
         std::fflush(stdout);
     }
 }
@@ -327,7 +404,10 @@ KBIT_BENCH_SUITE(4bit) {
         for (int M : {4, 8, 16}) gemm_cases<float>(w, s.name, M);
         bnb_gemv_cases(w, s.name);
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
-        if (!options().quick && s.name != "4096x14336") prefill_cases(w, 512);  // 512x4096x4096, 512x4096x14336
+        if (!options().quick && s.name != "4096x14336") {  // 512x4096x4096, 512x4096x14336
+            prefill_cases<float>(w, 512);
+            prefill_cases<kbit_bf16>(w, 512);
+        }
 #endif
     }
 }
