@@ -340,6 +340,59 @@ HWY_INLINE __m512 load16_as_float(const kbit_bf16* p) {
 // with it 4.6-5.0 ms (1, 2, 4 and 8 KB ahead measured alike). Prefetches never fault.
 constexpr int64_t kQuantizePrefetchBytes = 2048;
 
+#if HWY_TARGET == HWY_AVX3
+// The absmax of 16 consecutive small blocks of 16-bit values at once (AVX-512). Per block a few
+// 512-bit max steps on the magnitude bits (BlockAbsmax's rule: no conversion, exact), then one
+// transposing tree of unpacks and maxima folds the 16 blocks' vectors into 16 words (~3 uops per
+// block, against ~12 for a horizontal max of each block on its own), and one division gives all 16
+// 1/absmax. Only for blocks of 32 and 64 elements (64 is bitsandbytes' and `kbit quantize`'s
+// default): bf16 NF4 on one Sapphire Rapids core, ns per element, blocksize 32: 0.247 -> 0.185,
+// 64: 0.198 -> 0.166, 128: 0.174 -> 0.178, 256: 0.154 -> 0.178 (the group's 16 blocks are then
+// read twice from further away than one block's).
+constexpr int64_t kGroupedAbsmaxMaxBlocksize = 64;
+
+// 16 vectors of 32 words (block j's partial maxima in v[j]) -> 16 words, block j's max in word j:
+// 16-bit unpacks pair the blocks, then 32-bit and 64-bit unpacks, then the 128-bit lanes (the
+// unpacks' interleaving leaves the blocks in order; a wrong order fails every absmax test).
+HWY_INLINE __m256i fold_16_blocks(__m512i v[16]) {
+    __m512i t[8], u[4], w[2];
+    for (int j = 0; j < 8; ++j)
+        t[j] = _mm512_max_epu16(_mm512_unpacklo_epi16(v[2 * j], v[2 * j + 1]), _mm512_unpackhi_epi16(v[2 * j], v[2 * j + 1]));
+    for (int j = 0; j < 4; ++j)
+        u[j] = _mm512_max_epu16(_mm512_unpacklo_epi32(t[2 * j], t[2 * j + 1]), _mm512_unpackhi_epi32(t[2 * j], t[2 * j + 1]));
+    for (int j = 0; j < 2; ++j)
+        w[j] = _mm512_max_epu16(_mm512_unpacklo_epi64(u[2 * j], u[2 * j + 1]), _mm512_unpackhi_epi64(u[2 * j], u[2 * j + 1]));
+    // w[j]'s four 128-bit lanes each hold 8 blocks' words: fold the lanes (0 with 1, 2 with 3, then pairs).
+    const __m512i x = _mm512_max_epu16(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xDD));
+    const __m512i y = _mm512_max_epu16(x, _mm512_shuffle_i32x4(x, x, 0xB1));
+    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(y, y, 0x08));  // lanes 0 and 2: blocks 0-7, 8-15
+}
+
+// absmax[j] and rs[j] = 1 / absmax[j] of the 16 blocks from x; false if a block holds a NaN (its
+// absmax then takes the fp32 fold, which skips NaN: the caller's per-block path).
+template <class T>
+HWY_INLINE bool absmax_16_blocks(const T* x, int64_t blocksize, float* absmax, float* rs) {
+    constexpr uint16_t kInfinity = std::is_same_v<T, kbit_half> ? 0x7C00 : 0x7F80;
+    const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(x);
+    __m512i v[16];
+    for (int j = 0; j < 16; ++j) {
+        const uint16_t* p = bits + j * blocksize;
+        __m512i m = _mm512_and_si512(_mm512_loadu_si512(p), magnitude);
+        for (int64_t i = 32; i < blocksize; i += 32) m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_loadu_si512(p + i), magnitude));
+        v[j] = m;
+    }
+    const __m256i words = fold_16_blocks(v);
+    if (_mm256_cmpgt_epu16_mask(words, _mm256_set1_epi16(static_cast<short>(kInfinity))) != 0) return false;
+    const __m512i wide = _mm512_cvtepu16_epi32(words);
+    const __m512 amax = std::is_same_v<T, kbit_half> ? _mm512_cvtph_ps(words)
+                                                     : _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    _mm512_storeu_ps(absmax, amax);
+    _mm512_storeu_ps(rs, _mm512_div_ps(_mm512_set1_ps(1.0f), amax));
+    return true;
+}
+#endif
+
 // Blocks [b0, b1), all complete. The search tables are locals of this loop so that they stay in
 // registers: the code and absmax stores may alias a table in memory, which made GCC reload the
 // AVX-512 tables after every store.
@@ -353,14 +406,10 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
     const __m512i even_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd_lanes = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 #endif
-    for (int64_t b = b0; b < b1; ++b) {
+    // Block b's codes from its 1 / absmax.
+    auto codes = [&](int64_t b, float rs) {
         const T* x = A + b * blocksize;
         uint8_t* o = out + b * blocksize / 2;
-        for (int64_t off = 0; off < blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
-            hwy::Prefetch(reinterpret_cast<const char*>(x) + kQuantizePrefetchBytes + off);
-        const float amax = BlockAbsmax(df, x, blocksize, absmax_start(blocksize, blocksize));
-        absmax[b] = amax;
-        const float rs = 1.0f / amax;
 #if HWY_TARGET == HWY_AVX3
         if (blocksize % 32 == 0 && s.valid && !std::isinf(rs)) {
             const __m512 r = _mm512_set1_ps(rs);
@@ -372,7 +421,7 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
                     _mm512_or_si512(_mm512_slli_epi32(indices512<Q>(even, s), 4), indices512<Q>(odd, s));
                 _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i / 2), _mm512_cvtepi32_epi8(bytes));
             }
-            continue;
+            return;
         }
 #endif
         const auto r = hn::Set(df, rs);
@@ -383,6 +432,36 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
             const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
             hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), o + i / 2);
         }
+    };
+    auto prefetch = [&](int64_t b, int64_t count) {
+        const char* x = reinterpret_cast<const char*>(A + b * blocksize);
+        for (int64_t off = 0; off < count * blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
+            hwy::Prefetch(x + kQuantizePrefetchBytes + off);
+    };
+    auto one_block = [&](int64_t b) {
+        const float amax = BlockAbsmax(df, A + b * blocksize, blocksize, absmax_start(blocksize, blocksize));
+        absmax[b] = amax;
+        codes(b, 1.0f / amax);
+    };
+    int64_t b = b0;
+#if HWY_TARGET == HWY_AVX3
+    if constexpr (sizeof(T) == 2) {
+        if (blocksize % 32 == 0 && blocksize <= kGroupedAbsmaxMaxBlocksize) {
+            alignas(64) float rs[16];
+            for (; b + 16 <= b1; b += 16) {
+                prefetch(b, 16);
+                if (absmax_16_blocks(A + b * blocksize, blocksize, absmax + b, rs)) {
+                    for (int j = 0; j < 16; ++j) codes(b + j, rs[j]);
+                } else {  // a NaN in one of them
+                    for (int j = 0; j < 16; ++j) one_block(b + j);
+                }
+            }
+        }
+    }
+#endif
+    for (; b < b1; ++b) {
+        prefetch(b, 1);
+        one_block(b);
     }
 }
 

@@ -156,6 +156,30 @@ TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][q
     }
 }
 
+// Long runs of blocks (backends may treat several blocks at once, the CPU one 16 small blocks of
+// 16-bit values): each special block of special_blocks() alone at every position in a run of 40
+// normal blocks, so it meets each slot of a group.
+TEMPLATE_TEST_CASE("4bit quantize: special blocks at every position of a long run", "[4bit][quantize]", float,
+                   kbit_half, kbit_bf16) {
+    using T = TestType;
+    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
+        for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}}) {
+            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
+                const auto specials = special_blocks<T>(bs);
+                const auto normal = weights<T>(static_cast<size_t>(40 * bs), static_cast<uint32_t>(bs));
+                for (int64_t kind = 0; kind < 7; ++kind) {
+                    for (int64_t at = 0; at < 40; at += kind + 1) {
+                        auto x = normal;
+                        std::copy(specials.begin() + kind * bs, specials.begin() + (kind + 1) * bs, x.begin() + at * bs);
+                        INFO("special block " << kind << " at block " << at);
+                        check_against_ref(q, x, bs);
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4bit][quantize]", float, kbit_half,
                    kbit_bf16) {
     using T = TestType;
