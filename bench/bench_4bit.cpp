@@ -166,6 +166,21 @@ void gemv_cases(Weights& w, const std::string& shape) {
     }
 }
 
+// cgemm_4bit_<T> on copy c of the weights, NF4, no bias, plain absmax.
+template <class T>
+kbit_status cgemm_4bit(const T* a, const Weights& w, int64_t c, T* out, int M, int N, int K) {
+    const int bs = static_cast<int>(w.bs);
+    if constexpr (std::is_same_v<T, float>)
+        return cgemm_4bit_fp32(a, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out, nullptr, M, N, K, bs,
+                               KBIT_QUANT_NF4, nullptr);
+    else if constexpr (std::is_same_v<T, kbit_half>)
+        return cgemm_4bit_fp16(a, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out, nullptr, M, N, K, bs,
+                               KBIT_QUANT_NF4, nullptr);
+    else
+        return cgemm_4bit_bf16(a, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out, nullptr, M, N, K, bs,
+                               KBIT_QUANT_NF4, nullptr);
+}
+
 template <class T>
 void gemm_cases(Weights& w, const std::string& shape, int M) {
     const char* dt = kbit::Elem<T>::name;
@@ -180,17 +195,7 @@ void gemm_cases(Weights& w, const std::string& shape, int M) {
         if (!selected(kernel, dt, shape)) continue;
         measure(kernel, dt, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
-            kbit_status s;
-            if constexpr (std::is_same_v<T, float>)
-                s = cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
-            else if constexpr (std::is_same_v<T, kbit_half>)
-                s = cgemm_4bit_fp16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
-            else
-                s = cgemm_4bit_bf16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                    static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
-            check(s, "gemm");
+            check(cgemm_4bit(a.p, w, c, out.p, M, N, K), "gemm");
         });
     }
 }
@@ -334,14 +339,7 @@ void prefill_cases(Weights& w, int M) {
         std::vector<kbit_bench::Result> rows;
         rows.push_back(measure("prefill_nf4", dtype, shape, t, traffic, [&] {
             const int64_t c = next++ % w.copies;
-            kbit_status st;
-            if constexpr (kFp32)
-                st = cgemm_4bit_fp32(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                     static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
-            else
-                st = cgemm_4bit_bf16(a.p, w.packed[c], w.absmax[c], nullptr, nullptr, nullptr, out.p, nullptr, M, N, K,
-                                     static_cast<int>(w.bs), KBIT_QUANT_NF4, nullptr);
-            check(st, "cgemm_4bit");
+            check(cgemm_4bit(a.p, w, c, out.p, M, N, K), "cgemm_4bit");
         }, kFp32 ? "kbit cgemm_4bit_fp32" : "kbit cgemm_4bit_bf16"));
         if constexpr (kFp32) {
             Buffer<float> dense(static_cast<size_t>(N) * K);
