@@ -375,7 +375,6 @@ HWY_INLINE __m256i fold_16_blocks(__m512i v[16]) {
 // absmax then takes the fp32 fold, which skips NaN: the caller's per-block path).
 template <class T>
 HWY_INLINE bool absmax_16_blocks(const T* x, int64_t blocksize, float* absmax, float* rs) {
-    constexpr uint16_t kInfinity = std::is_same_v<T, kbit_half> ? 0x7C00 : 0x7F80;
     const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(x);
     __m512i v[16];
@@ -386,10 +385,10 @@ HWY_INLINE bool absmax_16_blocks(const T* x, int64_t blocksize, float* absmax, f
         v[j] = m;
     }
     const __m256i words = fold_16_blocks(v);
-    if (_mm256_cmpgt_epu16_mask(words, _mm256_set1_epi16(static_cast<short>(kInfinity))) != 0) return false;
-    const __m512i wide = _mm512_cvtepu16_epi32(words);
-    const __m512 amax = std::is_same_v<T, kbit_half> ? _mm512_cvtph_ps(words)
-                                                     : _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    if (_mm256_cmpgt_epu16_mask(words, _mm256_set1_epi16(static_cast<short>(kInfinityBits<T>))) != 0) return false;
+    const __m512 amax = std::is_same_v<T, kbit_half>
+                            ? _mm512_cvtph_ps(words)
+                            : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(words), 16));
     _mm512_storeu_ps(absmax, amax);
     _mm512_storeu_ps(rs, _mm512_div_ps(_mm512_set1_ps(1.0f), amax));
     return true;
