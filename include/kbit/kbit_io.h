@@ -48,6 +48,10 @@
  *     kbit_io_writer_add_quant(w, &layer);
  *     if (kbit_io_writer_finish(w) != KBIT_STATUS_SUCCESS)   (frees w; out.safetensors untouched)
  *         fprintf(stderr, "%s\n", kbit_io_last_error_message());
+ *
+ * io 1.2 adds kbit_io_writer_declare() / kbit_io_writer_declare_quant(): a writer told every tensor
+ * (name, dtype, shape) before the first add writes the header at once and each add's bytes straight
+ * to their place, so every byte is written once instead of going through a scratch file.
  */
 #ifndef KBIT_IO_H
 #define KBIT_IO_H
@@ -57,7 +61,7 @@
 /** Major version of the io API declared by this header. */
 #define KBIT_IO_VERSION_MAJOR 1
 /** Minor version of the io API declared by this header. */
-#define KBIT_IO_VERSION_MINOR 1
+#define KBIT_IO_VERSION_MINOR 2
 
 /* ============================================================================================== */
 /* Enumerations (int32_t values; only ever appended)                                              */
@@ -439,6 +443,51 @@ KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit
 KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer);
 /** io_write. */
 KBIT_API kbit_status kbit_io_writer_discard(kbit_io_writer* writer);
+
+/* ---- Declaring the layout first [io_declare] ------------------------------------------------- */
+
+/**
+ * Lets the writer write every byte once. Without declarations a writer keeps each added tensor in a
+ * scratch file and copies all of them behind the header at kbit_io_writer_finish(), because the
+ * header, which holds every offset, comes first in the file. kbit_io_writer_declare() names a tensor
+ * that will be added, with its dtype and shape and no data; kbit_io_writer_declare_quant() names every
+ * tensor kbit_io_writer_add_quant() will add for `layer`, reading the members add_quant reads except
+ * the data pointers (weight, absmax, quant_map, nested_absmax, nested_quant_map, scb). A nested
+ * layer's nested_offset is part of the size of its quant_state tensor, so it must be the value the
+ * add will pass (a converter learns it only by quantizing: it adds nested layers without declaring).
+ *
+ * Declarations come before the first add and metadata before it too. When at least one tensor was
+ * declared, the first add (or kbit_io_writer_finish()) fixes the file's layout: the header is written
+ * into the temporary file then, no scratch file is used, and every add writes its bytes straight to
+ * their place. From then on an add must name a declared tensor not yet added, with its declared dtype
+ * and shape; declarations and metadata are refused; finish fails (and writes nothing at `path`)
+ * while a declared tensor has not been added. Adds may come in any order. The file is the same byte
+ * for byte as the one written without declarations. A failing call leaves the writer as it was
+ * (a failed add in a fixed layout may have written part of its bytes into the temporary file; they
+ * are overwritten when the tensor is added, and the file is removed if it never is).
+ *
+ * Variants:
+ *
+ * | function                       |
+ * |--------------------------------|
+ * | kbit_io_writer_declare()       |
+ * | kbit_io_writer_declare_quant() |
+ *
+ * @param writer  a writer from kbit_io_writer_create().
+ * @param name, dtype, ndim, shape  as for kbit_io_writer_add(); the name must not be declared yet.
+ * @param layer   as for kbit_io_writer_add_quant(); its data pointers are not read and may be NULL.
+ * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (a NULL or bad argument, a name declared
+ *         twice, a declaration or metadata after the layout was fixed, an add of a name not declared
+ *         or with another dtype or shape than declared: the message names the function, the file,
+ *         the tensor and both dtypes and shapes; a declared tensor never added, at finish);
+ *         KBIT_STATUS_OUT_OF_MEMORY.
+ * @since io 1.2
+ */
+/** io_declare. */
+KBIT_API kbit_status kbit_io_writer_declare(kbit_io_writer* writer, const char* name, int32_t dtype,
+    int32_t ndim, const int64_t* shape);
+/** io_declare. */
+KBIT_API kbit_status kbit_io_writer_declare_quant(kbit_io_writer* writer, const kbit_io_quant* layer);
 
 /* END GENERATED DECLARATIONS */
 

@@ -377,6 +377,27 @@ uint64_t tensor_bytes(const kbit_io_checkpoint* ck) {
     return total;
 }
 
+// The layer `kbit quantize` makes of weight t of module `module`, without its data.
+kbit_io_quant layer_of(const kbit_io_tensor* t, const std::string& module, const QuantOptions& o) {
+    kbit_io_quant layer{};
+    layer.size = sizeof layer;
+    layer.prefix = module.c_str();
+    layer.format = o.format;
+    layer.ndim = 2;
+    layer.shape = t->shape;
+    if (o.format == KBIT_IO_FORMAT_INT8) {
+        layer.storage_dtype = KBIT_IO_DTYPE_I8;
+        layer.dtype = -1;
+    } else {
+        layer.dtype = kbit_dtype_of(t->dtype);
+        layer.blocksize = o.blocksize;
+        layer.storage_dtype = KBIT_IO_DTYPE_U8;
+        layer.nested = o.nested;
+        layer.nested_blocksize = o.nested ? 256 : 0;
+    }
+    return layer;
+}
+
 int run_quantize_job(Job& j, const QuantOptions& o) {
     open_job(j);
     if (kbit_io_quant_count(j.ck) > 0)
@@ -394,6 +415,30 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
     std::vector<float> absmax, nested_absmax, scb;
     std::vector<uint16_t> half;
     std::vector<int8_t> cb;
+    // Quantized: a 2-D float P.weight whose module P no skip pattern matches.
+    auto module_of = [](const std::string& name) { return name.size() > 7 ? name.substr(0, name.size() - 7) : ""; };
+    auto quantizes = [&](const kbit_io_tensor* t) {
+        const std::string name = t->name;
+        bool q = t->ndim == 2 && kbit_dtype_of(t->dtype) >= 0 && name.size() > 7 &&
+                 name.compare(name.size() - 7, 7, ".weight") == 0 && t->numel > 0;
+        for (const std::string& p : skip) q = q && !matches(module_of(name), p);
+        return q;
+    };
+    // Every output tensor declared first, so each shard's bytes are written once (docs/cli.md). Not
+    // with --double-quant: a nested layer's quant_state size depends on the offset it gets.
+    if (!o.nested)
+        for (size_t i = 0; i < count; ++i) {
+            const kbit_io_tensor* t;
+            check_io(kbit_io_tensor_at(j.ck, i, &t));
+            kbit_io_writer* w = j.writers[t->shard];
+            if (!quantizes(t)) {
+                check_io(kbit_io_writer_declare(w, t->name, t->dtype, t->ndim, t->shape));
+                continue;
+            }
+            const std::string module = module_of(t->name);
+            const kbit_io_quant layer = layer_of(t, module, o);
+            check_io(kbit_io_writer_declare_quant(w, &layer));
+        }
     size_t quantized = 0;
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
@@ -401,11 +446,8 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         kbit_io_writer* w = j.writers[t->shard];
         const std::string name = t->name;
         const int32_t dt = kbit_dtype_of(t->dtype);
-        const std::string module = name.size() > 7 ? name.substr(0, name.size() - 7) : "";
-        bool q = t->ndim == 2 && dt >= 0 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
-                 t->numel > 0;
-        for (const std::string& p : skip) q = q && !matches(module, p);
-        if (!q) {
+        const std::string module = module_of(name);
+        if (!quantizes(t)) {
             check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
             weight_map[name] = t->shard;
             progress.step(name, t->nbytes, "copied");
@@ -413,13 +455,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         }
         const int64_t n = static_cast<int64_t>(t->numel);
         const void* data = aligned_data(t, dtype_size(dt), copy);
-        kbit_io_quant layer{};
-        layer.size = sizeof layer;
-        layer.prefix = module.c_str();
-        layer.format = o.format;
-        layer.ndim = 2;
-        layer.shape = t->shape;
-        layer.dtype = dt;
+        kbit_io_quant layer = layer_of(t, module, o);
         std::vector<std::string> added;
         if (o.format == KBIT_IO_FORMAT_INT8) {
             const int64_t rows = t->shape[0], cols = t->shape[1];
@@ -440,8 +476,6 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
                                                scb.data() + r, 0.0f, static_cast<int>(m), static_cast<int>(cols), nullptr),
                       t->name);
             }
-            layer.storage_dtype = KBIT_IO_DTYPE_I8;
-            layer.dtype = -1;
             layer.weight = cb.data();
             layer.scb = scb.data();
             added = {module + ".weight", module + ".SCB", module + ".weight_format"};
@@ -452,8 +486,6 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             check(j.t4->kbit_quantize_4bit(o.format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, dt, data,
                                            absmax.data(), packed.data(), o.blocksize, n, nullptr),
                   t->name);
-            layer.blocksize = o.blocksize;
-            layer.storage_dtype = KBIT_IO_DTYPE_U8;
             layer.weight = packed.data();
             layer.quant_map = qmap.data();
             layer.absmax = absmax.data();
@@ -467,15 +499,12 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
                 check(j.t4->kbit_nested_absmax_quantize(absmax.data(), code8.data(), codes.data(), nested_absmax.data(),
                                                         &offset, blocks, 256, nullptr),
                       t->name);
-                layer.nested = true;
                 layer.absmax = codes.data();
                 layer.nested_absmax = nested_absmax.data();
                 layer.nested_quant_map = code8.data();
                 layer.nested_offset = offset;
-                layer.nested_blocksize = 256;
                 added.push_back(module + ".weight.nested_absmax");
                 added.push_back(module + ".weight.nested_quant_map");
-            } else {
             }
         }
         check_io(kbit_io_writer_add_quant(w, &layer));
@@ -549,6 +578,21 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     std::vector<float> absmax;
     std::vector<uint16_t> half_row;
     std::vector<uint8_t> out;
+    auto dense_dtype = [&](const kbit_io_quant* q) {
+        return out_dtype >= 0 ? out_dtype : q->format == KBIT_IO_FORMAT_INT8 ? KBIT_DTYPE_FP16 : q->dtype;
+    };
+    // Every output tensor declared first, so each shard's bytes are written once (docs/cli.md).
+    for (size_t i = 0; i < count; ++i) {
+        const kbit_io_tensor* t;
+        check_io(kbit_io_tensor_at(j.ck, i, &t));
+        if (companion(t->name)) continue;
+        const auto it = layer_of_weight.find(t->name);
+        if (it == layer_of_weight.end())
+            check_io(kbit_io_writer_declare(j.writers[t->shard], t->name, t->dtype, t->ndim, t->shape));
+        else
+            check_io(kbit_io_writer_declare(j.writers[t->shard], t->name, io_dtype_of(dense_dtype(it->second)),
+                                            it->second->ndim, it->second->shape));
+    }
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
         check_io(kbit_io_tensor_at(j.ck, i, &t));
@@ -567,7 +611,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
         }
         const kbit_io_quant* q = it->second;
         const int64_t n = static_cast<int64_t>(q->numel);
-        int32_t dt = out_dtype >= 0 ? out_dtype : q->format == KBIT_IO_FORMAT_INT8 ? KBIT_DTYPE_FP16 : q->dtype;
+        const int32_t dt = dense_dtype(q);
         out.resize(static_cast<size_t>(n) * dtype_size(dt));
         if (q->format == KBIT_IO_FORMAT_INT8) {
             const int64_t rows = q->shape[0], cols = q->shape[1];

@@ -1,11 +1,13 @@
-// writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1): safetensors files laid out as the
+// writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1 and 1.2): safetensors files laid out as the
 // safetensors library lays them out, and the bitsandbytes layer tensors as kbit.checkpoint writes them.
 //
 // The header (which holds every offset) precedes the data, and a nested layer's quant_state JSON has a
-// length that depends on its offset, known only once the layer is quantized. So the bytes of each tensor
-// go to an unlinked scratch file as they are added, and finish() writes the header and copies the data
-// (copy_file_range, in the kernel) into the temporary file before renaming it. The caller never holds
-// more than one tensor.
+// length that depends on its offset, known only once the layer is quantized. So without declarations
+// the bytes of each tensor go to an unlinked scratch file as they are added, and finish() writes the
+// header and copies the data (copy_file_range, in the kernel) into the temporary file before renaming
+// it. With every tensor declared first (io 1.2) the header is known before the first add, and each add
+// writes its bytes once, at their place in the temporary file. The caller never holds more than one
+// tensor.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,7 +35,8 @@ struct kbit_io_writer {
         const kbit::io::DtypeInfo* dtype;
         std::vector<int64_t> shape;
         uint64_t nbytes;
-        uint64_t scratch_offset;  // where its bytes are in the scratch file
+        uint64_t offset;  // where its bytes are: in the scratch file, or in the file once the layout is fixed
+        bool added;       // false only for a declared tensor not yet added
     };
     std::string path;
     std::string tmp_path;
@@ -43,6 +46,9 @@ struct kbit_io_writer {
     std::map<std::string, std::string> metadata;
     std::vector<Entry> entries;
     std::map<std::string, size_t> names;
+    bool declared = false;  // tensors were declared before the first add (io 1.2)
+    bool fixed = false;     // declared, and the header is in the temporary file
+    uint64_t end = 0;       // once fixed: the file's size
 
     ~kbit_io_writer() {
         if (scratch_fd >= 0) close(scratch_fd);
@@ -144,8 +150,9 @@ struct Pending {
     std::string owned;  // bytes made here (the quant_state JSON, weight_format)
 };
 
+// `with_data` false: a declaration, whose data is not read.
 Pending make_pending(const kbit_io_writer& w, const std::string& name, int32_t dtype, int32_t ndim,
-                     const int64_t* shape, const void* data) {
+                     const int64_t* shape, const void* data, bool with_data = true) {
     const char* n = name.c_str();
     const kbit::io::DtypeInfo* d = kbit::io::dtype_by_id(dtype);
     if (!d) throw Invalid(format("%s: tensor '%s': unknown dtype %d", w.path.c_str(), n, static_cast<int>(dtype)));
@@ -155,8 +162,7 @@ Pending make_pending(const kbit_io_writer& w, const std::string& name, int32_t d
     if (ndim > 0 && !shape) throw Invalid(format("%s: tensor '%s': shape is NULL", w.path.c_str(), n));
     if (name == "__metadata__") throw Invalid(format("%s: a tensor may not be named __metadata__", w.path.c_str()));
     if (!valid_utf8(name)) throw Invalid(format("%s: a tensor name is not valid UTF-8", w.path.c_str()));
-    if (w.names.count(name)) throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), n));
-    Pending p{name, d, {}, 0, data, {}};
+    Pending p{name, d, {}, 0, with_data ? data : nullptr, {}};
     uint64_t numel = 1;
     for (int32_t i = 0; i < ndim; ++i) {
         if (shape[i] < 0) throw Invalid(format("%s: tensor '%s': shape[%d] is %" PRId64 ", negative", w.path.c_str(), n, i, shape[i]));
@@ -167,17 +173,103 @@ Pending make_pending(const kbit_io_writer& w, const std::string& name, int32_t d
     }
     if (numel > (UINT64_MAX >> 4) / d->size) throw Invalid(format("%s: tensor '%s': the shape overflows", w.path.c_str(), n));
     p.nbytes = numel * d->size;
-    if (p.nbytes > 0 && !data) throw Invalid(format("%s: tensor '%s': data is NULL", w.path.c_str(), n));
+    if (with_data && p.nbytes > 0 && !data) throw Invalid(format("%s: tensor '%s': data is NULL", w.path.c_str(), n));
     return p;
 }
 
-// Adds every pending tensor or none: names are checked against each other, the bytes written to the
-// scratch file; a failed write cuts the scratch file back.
-void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
+void no_repeats(const kbit_io_writer& w, const std::vector<Pending>& pending, const char* verb) {
     for (size_t i = 0; i < pending.size(); ++i)
         for (size_t j = 0; j < i; ++j)
             if (pending[i].name == pending[j].name)
-                throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), pending[i].name.c_str()));
+                throw Invalid(format("%s: tensor '%s' was already %s", w.path.c_str(), pending[i].name.c_str(), verb));
+}
+
+// The tensors in data order: by dtype in the safetensors order, then by name.
+std::vector<kbit_io_writer::Entry*> data_order(kbit_io_writer& w) {
+    std::vector<kbit_io_writer::Entry*> order;
+    for (auto& e : w.entries) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [](const kbit_io_writer::Entry* a, const kbit_io_writer::Entry* b) {
+        const int ra = dtype_rank(a->dtype->id), rb = dtype_rank(b->dtype->id);
+        return ra != rb ? ra > rb : a->name < b->name;
+    });
+    return order;
+}
+
+// Writes the length and the header of the tensors `order` (laid out in that order, without gaps) at
+// the start of the temporary file; returns where the data begins.
+uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer::Entry*>& order) {
+    std::string h = "{";
+    if (!w.metadata.empty()) {
+        h += "\"__metadata__\":{";
+        bool first = true;
+        for (const auto& kv : w.metadata) {
+            h += (first ? "" : ",") + quoted(kv.first) + ":" + quoted(kv.second);
+            first = false;
+        }
+        h += "}";
+    }
+    uint64_t off = 0;
+    for (const auto* e : order) {
+        if (h.size() > 1) h += ",";
+        h += quoted(e->name) + ":{\"dtype\":\"" + e->dtype->name + "\",\"shape\":" + shape_json(e->shape, ",") +
+             ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + e->nbytes) + "]}";
+        off += e->nbytes;
+    }
+    h += "}";
+    h.append((8 - h.size() % 8) % 8, ' ');
+    if (h.size() > kbit::io::kMaxHeader)
+        throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads", w.path.c_str(),
+                             h.size(), kbit::io::kMaxHeader));
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+    write_all(w.tmp_fd, len, 8, 0, w.tmp_path);
+    write_all(w.tmp_fd, h.data(), h.size(), 8, w.tmp_path);
+    return 8 + h.size();
+}
+
+// A declared writer's first add: the header goes into the temporary file, each tensor gets its place.
+void fix_layout(kbit_io_writer& w) {
+    const std::vector<kbit_io_writer::Entry*> order = data_order(w);
+    uint64_t pos = write_header(w, order);
+    for (auto* e : order) {
+        e->offset = pos;
+        pos += e->nbytes;
+    }
+    w.end = pos;
+    w.fixed = true;
+}
+
+std::string dtype_shape(const kbit::io::DtypeInfo* d, const std::vector<int64_t>& shape) {
+    return std::string(d->name) + " " + shape_json(shape, ", ");
+}
+
+// Adds every pending tensor or none. Without declarations the bytes go to the end of the scratch file
+// (a failed write cuts it back); with them, each must be a declared tensor and goes to its place.
+void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
+    no_repeats(w, pending, "added");
+    if (w.declared) {
+        std::vector<kbit_io_writer::Entry*> dest;
+        for (const Pending& p : pending) {
+            const auto it = w.names.find(p.name);
+            if (it == w.names.end())
+                throw Invalid(format("%s: tensor '%s' was not declared (a writer given declarations takes only those)",
+                                     w.path.c_str(), p.name.c_str()));
+            kbit_io_writer::Entry& e = w.entries[it->second];
+            if (e.added) throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), p.name.c_str()));
+            if (e.dtype != p.dtype || e.shape != p.shape)
+                throw Invalid(format("%s: tensor '%s' was declared as %s, added as %s", w.path.c_str(), p.name.c_str(),
+                                     dtype_shape(e.dtype, e.shape).c_str(), dtype_shape(p.dtype, p.shape).c_str()));
+            dest.push_back(&e);
+        }
+        if (!w.fixed) fix_layout(w);
+        for (size_t i = 0; i < pending.size(); ++i)
+            write_all(w.tmp_fd, pending[i].owned.empty() ? pending[i].data : pending[i].owned.data(), pending[i].nbytes,
+                      dest[i]->offset, w.tmp_path);
+        for (auto* e : dest) e->added = true;
+        return;
+    }
+    for (const Pending& p : pending)
+        if (w.names.count(p.name)) throw Invalid(format("%s: tensor '%s' was already added", w.path.c_str(), p.name.c_str()));
     uint64_t off = w.scratch_size;
     try {
         for (const Pending& p : pending) {
@@ -191,10 +283,109 @@ void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
     off = w.scratch_size;
     for (Pending& p : pending) {
         w.names[p.name] = w.entries.size();
-        w.entries.push_back({std::move(p.name), p.dtype, std::move(p.shape), p.nbytes, off});
+        w.entries.push_back({std::move(p.name), p.dtype, std::move(p.shape), p.nbytes, off, true});
         off += p.nbytes;
     }
     w.scratch_size = off;
+}
+
+// Records every pending tensor as declared, or none.
+void declare(kbit_io_writer& w, std::vector<Pending>& pending) {
+    if (w.fixed || (!w.declared && !w.entries.empty()))
+        throw Invalid(format("%s: tensor '%s' is declared after the first add; declare every tensor before adding any",
+                             w.path.c_str(), pending.front().name.c_str()));
+    no_repeats(w, pending, "declared");
+    for (const Pending& p : pending)
+        if (w.names.count(p.name)) throw Invalid(format("%s: tensor '%s' was already declared", w.path.c_str(), p.name.c_str()));
+    for (Pending& p : pending) {
+        w.names[p.name] = w.entries.size();
+        w.entries.push_back({std::move(p.name), p.dtype, std::move(p.shape), p.nbytes, 0, false});
+    }
+    w.declared = true;
+}
+
+// The tensors kbit_io_writer_add_quant() adds for `layer`, checked (`with_data` false: a declaration,
+// whose data pointers are not read).
+std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant* layer, bool with_data) {
+    const char* f = w.path.c_str();
+    if (layer->size < offsetof(kbit_io_quant, weight_name))
+        throw Invalid(format("%s: layer->size %zu is smaller than a kbit_io_quant of io 1.0", f, layer->size));
+    if (!layer->prefix || !*layer->prefix) throw Invalid(format("%s: layer->prefix is NULL or empty", f));
+    const std::string P = layer->prefix;
+    const char* p = P.c_str();
+    if (layer->ndim < 0 || static_cast<size_t>(layer->ndim) > kbit::io::kMaxDims || (layer->ndim > 0 && !layer->shape))
+        throw Invalid(format("%s: layer '%s': ndim %d / shape are not a valid shape", f, p, static_cast<int>(layer->ndim)));
+    std::vector<int64_t> shape(layer->shape, layer->shape + layer->ndim);
+    uint64_t numel = 1;
+    for (int64_t s : shape) {
+        if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
+            throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_json(shape, ", ").c_str()));
+        numel *= static_cast<uint64_t>(s);
+    }
+    std::vector<Pending> pend;
+    if (layer->format == KBIT_IO_FORMAT_INT8) {
+        if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
+        if (with_data && numel && (!layer->weight || !layer->scb))
+            throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
+        pend.push_back(make_pending(w, P + ".weight", KBIT_IO_DTYPE_I8, 2, shape.data(), layer->weight, with_data));
+        pend.push_back(make_pending(w, P + ".SCB", KBIT_IO_DTYPE_F32, 1, shape.data(), layer->scb, with_data));
+        Pending fmt = make_pending(w, P + ".weight_format", KBIT_IO_DTYPE_U8, 0, nullptr, "", with_data);
+        fmt.owned = std::string(1, '\0');  // "row"
+        pend.push_back(std::move(fmt));
+        return pend;
+    }
+    if (layer->format != KBIT_IO_FORMAT_NF4 && layer->format != KBIT_IO_FORMAT_FP4)
+        throw Invalid(format("%s: layer '%s': format %d is not NF4, FP4 or INT8", f, p, static_cast<int>(layer->format)));
+    auto blocksize_ok = [](int64_t b) { return b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0; };
+    if (!blocksize_ok(layer->blocksize))
+        throw Invalid(format("%s: layer '%s': blocksize %d is not a power of two in %d ... %d", f, p,
+                             static_cast<int>(layer->blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+    const char* dtype_name = layer->dtype == KBIT_DTYPE_FP32   ? "float32"
+                             : layer->dtype == KBIT_DTYPE_FP16 ? "float16"
+                             : layer->dtype == KBIT_DTYPE_BF16 ? "bfloat16"
+                                                               : nullptr;
+    if (!dtype_name)
+        throw Invalid(format("%s: layer '%s': dtype %d is not KBIT_DTYPE_FP32, FP16 or BF16", f, p, static_cast<int>(layer->dtype)));
+    const kbit::io::DtypeInfo* storage = kbit::io::dtype_by_id(layer->storage_dtype);
+    const uint64_t packed = numel / 2 + numel % 2;
+    if (!storage || packed % storage->size)
+        throw Invalid(format("%s: layer '%s': storage_dtype %d does not hold the %" PRIu64 " packed bytes in whole elements",
+                             f, p, static_cast<int>(layer->storage_dtype), packed));
+    const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
+    if (with_data && ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map))
+        throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
+    const std::string W = P + ".weight";
+    const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
+    const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
+    pend.push_back(make_pending(w, W, storage->id, 2, wshape, layer->weight, with_data));
+    pend.push_back(make_pending(w, W + ".absmax", layer->nested ? KBIT_IO_DTYPE_U8 : KBIT_IO_DTYPE_F32, 1, &n_blocks, layer->absmax, with_data));
+    pend.push_back(make_pending(w, W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map, with_data));
+    std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
+                     "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
+                     "\", \"shape\": " + shape_json(shape, ", ");
+    if (layer->nested) {
+        if (!blocksize_ok(layer->nested_blocksize))
+            throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
+                                 static_cast<int>(layer->nested_blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+        if (!std::isfinite(layer->nested_offset))
+            throw Invalid(format("%s: layer '%s': nested_offset is not finite", f, p));
+        const uint64_t nb = static_cast<uint64_t>(layer->nested_blocksize);
+        const int64_t nested_blocks = static_cast<int64_t>(blocks / nb + (blocks % nb != 0));
+        if (with_data && ((nested_blocks && !layer->nested_absmax) || !layer->nested_quant_map))
+            throw Invalid(format("%s: layer '%s': nested_absmax and nested_quant_map must not be NULL", f, p));
+        pend.push_back(make_pending(w, W + ".nested_absmax", KBIT_IO_DTYPE_F32, 1, &nested_blocks, layer->nested_absmax, with_data));
+        pend.push_back(make_pending(w, W + ".nested_quant_map", KBIT_IO_DTYPE_F32, 1, &map256, layer->nested_quant_map, with_data));
+        js += ", \"nested_blocksize\": " + std::to_string(layer->nested_blocksize) +
+              ", \"nested_dtype\": \"float32\", \"nested_offset\": " +
+              kbit::io::python_float_repr(static_cast<double>(layer->nested_offset));
+    }
+    js += "}";
+    const int64_t js_len = static_cast<int64_t>(js.size());
+    Pending q = make_pending(w, W + ".quant_state.bitsandbytes__" + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4"),
+                             KBIT_IO_DTYPE_U8, 1, &js_len, js.data(), with_data);
+    q.owned = js;
+    pend.push_back(std::move(q));
+    return pend;
 }
 
 kbit_status fail(const char* fn, const Invalid& e) { return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what()); }
@@ -282,6 +473,10 @@ KBIT_API kbit_status kbit_io_writer_metadata(kbit_io_writer* writer, const char*
         if (!valid_utf8(key) || !valid_utf8(value))
             return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: metadata key or value is not valid UTF-8",
                                    writer->path.c_str());
+        if (writer->fixed)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn,
+                                   "%s: the layout was fixed by the first add after declarations; set metadata before it",
+                                   writer->path.c_str());
         writer->metadata[key] = value;
         return KBIT_STATUS_SUCCESS;
     });
@@ -308,87 +503,38 @@ KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit
     return kbit::guarded(fn, [&]() -> kbit_status {
         if (!writer || !layer) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and layer must not be NULL");
         try {
-            const kbit_io_writer& w = *writer;
-            const char* f = w.path.c_str();
-            if (layer->size < offsetof(kbit_io_quant, weight_name))
-                throw Invalid(format("%s: layer->size %zu is smaller than a kbit_io_quant of io 1.0", f, layer->size));
-            if (!layer->prefix || !*layer->prefix) throw Invalid(format("%s: layer->prefix is NULL or empty", f));
-            const std::string P = layer->prefix;
-            const char* p = P.c_str();
-            if (layer->ndim < 0 || static_cast<size_t>(layer->ndim) > kbit::io::kMaxDims || (layer->ndim > 0 && !layer->shape))
-                throw Invalid(format("%s: layer '%s': ndim %d / shape are not a valid shape", f, p, static_cast<int>(layer->ndim)));
-            std::vector<int64_t> shape(layer->shape, layer->shape + layer->ndim);
-            uint64_t numel = 1;
-            for (int64_t s : shape) {
-                if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
-                    throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_json(shape, ", ").c_str()));
-                numel *= static_cast<uint64_t>(s);
-            }
-            std::vector<Pending> pend;
-            if (layer->format == KBIT_IO_FORMAT_INT8) {
-                if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
-                if (numel && (!layer->weight || !layer->scb))
-                    throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
-                pend.push_back(make_pending(w, P + ".weight", KBIT_IO_DTYPE_I8, 2, shape.data(), layer->weight));
-                pend.push_back(make_pending(w, P + ".SCB", KBIT_IO_DTYPE_F32, 1, shape.data(), layer->scb));
-                Pending fmt = make_pending(w, P + ".weight_format", KBIT_IO_DTYPE_U8, 0, nullptr, "");
-                fmt.owned = std::string(1, '\0');  // "row"
-                pend.push_back(std::move(fmt));
-                commit(*writer, pend);
-                return KBIT_STATUS_SUCCESS;
-            }
-            if (layer->format != KBIT_IO_FORMAT_NF4 && layer->format != KBIT_IO_FORMAT_FP4)
-                throw Invalid(format("%s: layer '%s': format %d is not NF4, FP4 or INT8", f, p, static_cast<int>(layer->format)));
-            auto blocksize_ok = [](int64_t b) { return b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0; };
-            if (!blocksize_ok(layer->blocksize))
-                throw Invalid(format("%s: layer '%s': blocksize %d is not a power of two in %d ... %d", f, p,
-                                     static_cast<int>(layer->blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
-            const char* dtype_name = layer->dtype == KBIT_DTYPE_FP32   ? "float32"
-                                     : layer->dtype == KBIT_DTYPE_FP16 ? "float16"
-                                     : layer->dtype == KBIT_DTYPE_BF16 ? "bfloat16"
-                                                                       : nullptr;
-            if (!dtype_name)
-                throw Invalid(format("%s: layer '%s': dtype %d is not KBIT_DTYPE_FP32, FP16 or BF16", f, p, static_cast<int>(layer->dtype)));
-            const kbit::io::DtypeInfo* storage = kbit::io::dtype_by_id(layer->storage_dtype);
-            const uint64_t packed = numel / 2 + numel % 2;
-            if (!storage || packed % storage->size)
-                throw Invalid(format("%s: layer '%s': storage_dtype %d does not hold the %" PRIu64 " packed bytes in whole elements",
-                                     f, p, static_cast<int>(layer->storage_dtype), packed));
-            const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
-            if ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map)
-                throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
-            const std::string W = P + ".weight";
-            const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
-            const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
-            pend.push_back(make_pending(w, W, storage->id, 2, wshape, layer->weight));
-            pend.push_back(make_pending(w, W + ".absmax", layer->nested ? KBIT_IO_DTYPE_U8 : KBIT_IO_DTYPE_F32, 1, &n_blocks, layer->absmax));
-            pend.push_back(make_pending(w, W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map));
-            std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
-                             "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
-                             "\", \"shape\": " + shape_json(shape, ", ");
-            if (layer->nested) {
-                if (!blocksize_ok(layer->nested_blocksize))
-                    throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
-                                         static_cast<int>(layer->nested_blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
-                if (!std::isfinite(layer->nested_offset))
-                    throw Invalid(format("%s: layer '%s': nested_offset is not finite", f, p));
-                const uint64_t nb = static_cast<uint64_t>(layer->nested_blocksize);
-                const int64_t nested_blocks = static_cast<int64_t>(blocks / nb + (blocks % nb != 0));
-                if ((nested_blocks && !layer->nested_absmax) || !layer->nested_quant_map)
-                    throw Invalid(format("%s: layer '%s': nested_absmax and nested_quant_map must not be NULL", f, p));
-                pend.push_back(make_pending(w, W + ".nested_absmax", KBIT_IO_DTYPE_F32, 1, &nested_blocks, layer->nested_absmax));
-                pend.push_back(make_pending(w, W + ".nested_quant_map", KBIT_IO_DTYPE_F32, 1, &map256, layer->nested_quant_map));
-                js += ", \"nested_blocksize\": " + std::to_string(layer->nested_blocksize) +
-                      ", \"nested_dtype\": \"float32\", \"nested_offset\": " +
-                      kbit::io::python_float_repr(static_cast<double>(layer->nested_offset));
-            }
-            js += "}";
-            const int64_t js_len = static_cast<int64_t>(js.size());
-            Pending q = make_pending(w, W + ".quant_state.bitsandbytes__" + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4"),
-                                     KBIT_IO_DTYPE_U8, 1, &js_len, js.data());
-            q.owned = js;
-            pend.push_back(std::move(q));
-            commit(*writer, pend);
+            std::vector<Pending> p = layer_tensors(*writer, layer, true);
+            commit(*writer, p);
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_declare(kbit_io_writer* writer, const char* name, int32_t dtype, int32_t ndim,
+                                            const int64_t* shape) {
+    static const char* fn = "kbit_io_writer_declare";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!writer || !name) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and name must not be NULL");
+        try {
+            std::vector<Pending> p;
+            p.push_back(make_pending(*writer, name, dtype, ndim, shape, nullptr, false));
+            declare(*writer, p);
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
+KBIT_API kbit_status kbit_io_writer_declare_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
+    static const char* fn = "kbit_io_writer_declare_quant";
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!writer || !layer) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and layer must not be NULL");
+        try {
+            std::vector<Pending> p = layer_tensors(*writer, layer, false);
+            declare(*writer, p);
         } catch (const Invalid& e) {
             return fail(fn, e);
         }
@@ -402,44 +548,22 @@ KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
     return kbit::guarded(fn, [&]() -> kbit_status {
         if (!w) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer must not be NULL");
         try {
-            std::vector<const kbit_io_writer::Entry*> order;
-            for (const auto& e : w->entries) order.push_back(&e);
-            std::sort(order.begin(), order.end(), [](const kbit_io_writer::Entry* a, const kbit_io_writer::Entry* b) {
-                const int ra = dtype_rank(a->dtype->id), rb = dtype_rank(b->dtype->id);
-                return ra != rb ? ra > rb : a->name < b->name;
-            });
-            std::string h = "{";
-            if (!w->metadata.empty()) {
-                h += "\"__metadata__\":{";
-                bool first = true;
-                for (const auto& kv : w->metadata) {
-                    h += (first ? "" : ",") + quoted(kv.first) + ":" + quoted(kv.second);
-                    first = false;
+            uint64_t end;
+            if (w->declared) {
+                for (const auto& e : w->entries)
+                    if (!e.added)
+                        throw Invalid(format("%s: tensor '%s' was declared but never added", w->path.c_str(), e.name.c_str()));
+                if (!w->fixed) fix_layout(*w);
+                end = w->end;
+            } else {
+                const std::vector<kbit_io_writer::Entry*> order = data_order(*w);
+                end = write_header(*w, order);
+                for (const auto* e : order) {
+                    copy_range(w->scratch_fd, e->offset, w->tmp_fd, end, e->nbytes, w->tmp_path);
+                    end += e->nbytes;
                 }
-                h += "}";
             }
-            uint64_t off = 0;
-            for (const auto* e : order) {
-                if (h.size() > 1) h += ",";
-                h += quoted(e->name) + ":{\"dtype\":\"" + e->dtype->name + "\",\"shape\":" + shape_json(e->shape, ",") +
-                     ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + e->nbytes) + "]}";
-                off += e->nbytes;
-            }
-            h += "}";
-            h.append((8 - h.size() % 8) % 8, ' ');
-            if (h.size() > kbit::io::kMaxHeader)
-                throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads",
-                                     w->path.c_str(), h.size(), kbit::io::kMaxHeader));
-            uint8_t len[8];
-            for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-            write_all(w->tmp_fd, len, 8, 0, w->tmp_path);
-            write_all(w->tmp_fd, h.data(), h.size(), 8, w->tmp_path);
-            uint64_t pos = 8 + h.size();
-            for (const auto* e : order) {
-                copy_range(w->scratch_fd, e->scratch_offset, w->tmp_fd, pos, e->nbytes, w->tmp_path);
-                pos += e->nbytes;
-            }
-            if (ftruncate(w->tmp_fd, static_cast<off_t>(pos)) != 0)
+            if (ftruncate(w->tmp_fd, static_cast<off_t>(end)) != 0)
                 throw Invalid(format("%s: cannot set its size: %s", w->tmp_path.c_str(), std::strerror(errno)));
             const int fd = w->tmp_fd;
             w->tmp_fd = -1;

@@ -41,6 +41,8 @@ def load(path):
     lib.kbit_io_writer_add_quant.argtypes = [P, C.POINTER(Quant)]
     lib.kbit_io_writer_finish.argtypes = [P]
     lib.kbit_io_writer_discard.argtypes = [P]
+    lib.kbit_io_writer_declare.argtypes = [P, C.c_char_p, C.c_int32, C.c_int32, C.POINTER(C.c_int64)]
+    lib.kbit_io_writer_declare_quant.argtypes = [P, C.POINTER(Quant)]
     lib.kbit_io_interface_version.restype = C.c_uint32
     return lib
 

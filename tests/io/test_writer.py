@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""ctest io.writer: libkbit_io.so's writer (kbit_io_writer_*, io 1.1) against the Python package's
-(kbit.checkpoint.save, i.e. the safetensors library), byte for byte:
+"""ctest io.writer: libkbit_io.so's writer (kbit_io_writer_*, io 1.1 and 1.2) against the Python
+package's (kbit.checkpoint.save, i.e. the safetensors library), byte for byte, each file written both
+ways: added as they come (through the scratch file) and declared first (io 1.2, written once):
   - plain tensors of every dtype, scalars, empty tensors, names with non-ASCII and control characters;
   - every layer of the io.make_checkpoints files (nf4/fp4, nested or not, fp32/fp16/bf16, uint16
     storage, int8): the C reader describes each layer, the C writer writes it back from that
     description, and the file equals the Python package's;
   - the quant_state JSON of nested layers for many float32 offsets against Python's json.dumps;
-  - bad arguments: a status, the message, and no file left behind.
+  - bad arguments and misuse of declarations: a status, the message, and no file left behind.
 Usage: test_writer.py PATH/TO/libkbit_io.so CHECKPOINTS_DIR"""
 import ctypes as C
 import json
@@ -28,23 +29,46 @@ from kbit_io_ctypes import INVALID, IO_DTYPE, SUCCESS, P, Quant, Tensor, load  #
 check = Checks("io.writer")
 
 lib = load(LIB)
-check(lib.kbit_io_interface_version() == (1 << 16) | 1, "kbit_io_interface_version is 1.1")
+check(lib.kbit_io_interface_version() == (1 << 16) | 2, "kbit_io_interface_version is 1.2")
 
 
-def c_write(path, tensors, metadata=None, layers=()):
+def c_shape(a):
+    return (C.c_int64 * max(a.ndim, 1))(*a.shape)
+
+
+def no_data(q):
+    """A copy of layer description q without its data pointers (what a declaration may pass)."""
+    d = Quant.from_buffer_copy(q.contents)
+    for f in ("weight", "absmax", "quant_map", "nested_absmax", "nested_quant_map", "scb"):
+        setattr(d, f, None)
+    return C.pointer(d)
+
+
+def c_write(path, tensors, metadata=None, layers=(), declared=False):
+    """Writes the file with the C writer. declared: every tensor is declared first (without data), then
+    the tensors are added in the reverse order, the layers first."""
     w = P()
     rc = lib.kbit_io_writer_create(str(path).encode(), C.byref(w))
     assert rc == SUCCESS, lib.kbit_io_last_error_message()
     for k, v in (metadata or {}).items():
         assert lib.kbit_io_writer_metadata(w, k.encode(), v.encode()) == SUCCESS
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a) if a.ndim else a
-        shape = (C.c_int64 * max(a.ndim, 1))(*a.shape)
-        rc = lib.kbit_io_writer_add(w, name.encode(), IO_DTYPE[a.dtype.name], a.ndim, shape, a.ctypes.data)
+    items = [(n, np.ascontiguousarray(a) if a.ndim else a) for n, a in tensors.items()]
+    if declared:
+        for name, a in items:
+            rc = lib.kbit_io_writer_declare(w, name.encode(), IO_DTYPE[a.dtype.name], a.ndim, c_shape(a))
+            assert rc == SUCCESS, lib.kbit_io_last_error_message()
+        for q in layers:
+            assert lib.kbit_io_writer_declare_quant(w, no_data(q)) == SUCCESS, lib.kbit_io_last_error_message()
+        for q in layers:
+            assert lib.kbit_io_writer_add_quant(w, q) == SUCCESS, lib.kbit_io_last_error_message()
+        items.reverse()
+    for name, a in items:
+        rc = lib.kbit_io_writer_add(w, name.encode(), IO_DTYPE[a.dtype.name], a.ndim, c_shape(a), a.ctypes.data)
         assert rc == SUCCESS, lib.kbit_io_last_error_message()
-    for q in layers:
-        rc = lib.kbit_io_writer_add_quant(w, q)
-        assert rc == SUCCESS, lib.kbit_io_last_error_message()
+    if not declared:
+        for q in layers:
+            rc = lib.kbit_io_writer_add_quant(w, q)
+            assert rc == SUCCESS, lib.kbit_io_last_error_message()
     rc = lib.kbit_io_writer_finish(w)
     assert rc == SUCCESS, lib.kbit_io_last_error_message()
 
@@ -77,8 +101,10 @@ for meta in (None, {"format": "pt"}):
         save_file(dict(plain), str(ckpt_path))
     else:
         ckpt.save(ckpt_path, plain, meta)
-    c_write(c_path, plain, meta)
-    check(c_path.read_bytes() == ckpt_path.read_bytes(), f"plain tensors, metadata {meta}: same bytes as safetensors")
+    for declared in (False, True):
+        c_write(c_path, plain, meta, declared=declared)
+        check(c_path.read_bytes() == ckpt_path.read_bytes(),
+              f"plain tensors, metadata {meta}, declared {declared}: same bytes as safetensors")
 umask = os.umask(0)
 os.umask(umask)
 check(oct(os.stat(tmp / "c.safetensors").st_mode & 0o777) == oct(0o666 & ~umask),
@@ -99,11 +125,12 @@ for src in ("mixed.safetensors", "misaligned.safetensors"):
     for p in prefixes["4bit"] + prefixes["int8"]:
         layer_keys |= {k for k in py if k == p + ".weight" or k.startswith(p + ".weight.") or k in (p + ".SCB", p + ".weight_format")}
     rest = {k: v for k, v in py.items() if k not in layer_keys}
-    c_write(tmp / "layers.safetensors", rest, {"format": "pt"}, layers)
-    lib.kbit_io_close(ck)
     ckpt.save(tmp / "layers_py.safetensors", py)
-    check((tmp / "layers.safetensors").read_bytes() == (tmp / "layers_py.safetensors").read_bytes(),
-          f"{src}: every layer written back from its description equals the Python package's file")
+    for declared in (False, True):
+        c_write(tmp / "layers.safetensors", rest, {"format": "pt"}, layers, declared)
+        check((tmp / "layers.safetensors").read_bytes() == (tmp / "layers_py.safetensors").read_bytes(),
+              f"{src}, declared {declared}: every layer written back from its description equals the Python package's file")
+    lib.kbit_io_close(ck)
 
 # -- nested offsets: the quant_state JSON as Python's json.dumps writes the float32 value
 ck = P()
@@ -184,6 +211,79 @@ assert lib.kbit_io_writer_create(str(tmp / "later.safetensors").encode(), C.byre
 (tmp / "later.safetensors" / "x").write_text("x")
 check(lib.kbit_io_writer_finish(w) == INVALID and b"cannot rename" in lib.kbit_io_last_error_message() and
       not leftovers(tmp), "failed rename: status, message, no temporary file")
+
+# -- declarations (io 1.2): the layout is fixed by the first add; misuse is refused, the writer unchanged
+def msg():
+    return lib.kbit_io_last_error_message().decode()
+
+
+f32, two, three = IO_DTYPE["float32"], (C.c_int64 * 1)(2), (C.c_int64 * 1)(3)
+ck = P()
+assert lib.kbit_io_open(str(DATA / "good" / "mixed.safetensors").encode(), C.byref(ck)) == SUCCESS
+for i in range(lib.kbit_io_quant_count(ck)):
+    q = C.POINTER(Quant)()
+    lib.kbit_io_quant_describe(ck, i, C.byref(q))
+    if q.contents.nested:
+        nested = q
+dec = tmp / "declared.safetensors"
+assert lib.kbit_io_writer_create(str(dec).encode(), C.byref(w)) == SUCCESS
+check(lib.kbit_io_writer_declare(w, b"a", f32, 1, two) == SUCCESS, "declare a")
+check(lib.kbit_io_writer_declare(w, b"a", f32, 1, two) == INVALID and "tensor 'a' was already declared" in msg(),
+      "a name declared twice")
+check(lib.kbit_io_writer_declare(w, b"b", 99, 1, two) == INVALID and "unknown dtype 99" in msg(), "declare: bad dtype")
+check(lib.kbit_io_writer_declare(w, b"b", f32, 1, two) == SUCCESS, "declare b")
+nd = no_data(nested)
+nd.contents.prefix = b"L"
+check(lib.kbit_io_writer_declare_quant(w, nd) == SUCCESS, "declare a nested layer without its data")
+check(lib.kbit_io_writer_declare_quant(w, nd) == INVALID and "tensor 'L.weight' was already declared" in msg(),
+      "a layer declared twice")
+(tmp_file,) = [p for p in tmp.iterdir() if p.name.startswith("declared.safetensors.kbit-tmp-")]
+check(tmp_file.stat().st_size == 0, "nothing is written before the first add")
+check(lib.kbit_io_writer_add(w, b"c", f32, 1, two, one.ctypes.data) == INVALID and
+      "tensor 'c' was not declared" in msg(), "an add of a name not declared")
+check(lib.kbit_io_writer_add(w, b"a", f32, 1, three, np.ones(3, np.float32).ctypes.data) == INVALID and
+      "tensor 'a' was declared as F32 [2], added as F32 [3]" in msg(), "an add with another shape")
+check(lib.kbit_io_writer_add(w, b"a", IO_DTYPE["int32"], 1, two, one.ctypes.data) == INVALID and
+      "declared as F32 [2], added as I32 [2]" in msg(), "an add with another dtype")
+check(tmp_file.stat().st_size == 0, "refused adds write nothing")
+check(lib.kbit_io_writer_add(w, b"b", f32, 1, two, (one * 7).ctypes.data) == SUCCESS, "add b (fixes the layout)")
+check(tmp_file.stat().st_size > 8 + 100, "the first add writes the header and its tensor at once")
+check(lib.kbit_io_writer_declare(w, b"d", f32, 1, two) == INVALID and "declared after the first add" in msg(),
+      "a declaration after the first add")
+check(lib.kbit_io_writer_metadata(w, b"k", b"v") == INVALID and "set metadata before it" in msg(),
+      "metadata after the layout is fixed")
+check(lib.kbit_io_writer_add(w, b"b", f32, 1, two, one.ctypes.data) == INVALID and "tensor 'b' was already added" in msg(),
+      "a declared tensor added twice")
+longer = Quant.from_buffer_copy(nested.contents)
+longer.prefix = b"L"
+longer.nested_offset = float(np.float32(nested.contents.nested_offset) * np.float32(1.0000001)) * 1e-30
+check(lib.kbit_io_writer_add_quant(w, C.pointer(longer)) == INVALID and
+      "tensor 'L.weight.quant_state.bitsandbytes__" in msg() and "was declared as U8 [" in msg(),
+      "a nested layer whose offset prints longer than declared")
+same = Quant.from_buffer_copy(nested.contents)
+same.prefix = b"L"
+check(lib.kbit_io_writer_add_quant(w, C.pointer(same)) == SUCCESS, "add the declared layer")
+check(lib.kbit_io_writer_finish(w) == INVALID and "tensor 'a' was declared but never added" in msg() and
+      not dec.exists() and not leftovers(tmp), "finish with a declared tensor missing: status, message, no file")
+# The same writer completed: the file the Python package writes from the same tensors.
+assert lib.kbit_io_writer_create(str(dec).encode(), C.byref(w)) == SUCCESS
+for n in (b"a", b"b"):
+    assert lib.kbit_io_writer_declare(w, n, f32, 1, two) == SUCCESS
+assert lib.kbit_io_writer_declare_quant(w, nd) == SUCCESS
+assert lib.kbit_io_writer_add_quant(w, C.pointer(same)) == SUCCESS
+assert lib.kbit_io_writer_add(w, b"b", f32, 1, two, (one * 7).ctypes.data) == SUCCESS
+assert lib.kbit_io_writer_add(w, b"a", f32, 1, two, one.ctypes.data) == SUCCESS
+check(lib.kbit_io_writer_finish(w) == SUCCESS, "finish a declared writer")
+c_write(tmp / "undeclared.safetensors", {"a": one, "b": one * 7}, None, [C.pointer(same)])
+check(dec.read_bytes() == (tmp / "undeclared.safetensors").read_bytes(), "declared and added in another order: same bytes")
+# Declared, nothing added: an empty file only when nothing was declared.
+assert lib.kbit_io_writer_create(str(dec).encode(), C.byref(w)) == SUCCESS
+assert lib.kbit_io_writer_declare(w, b"z", f32, 1, (C.c_int64 * 1)(0)) == SUCCESS
+check(lib.kbit_io_writer_declare(None, b"a", f32, 1, two) == INVALID and lib.kbit_io_writer_declare_quant(w, None) == INVALID
+      and lib.kbit_io_writer_declare(w, None, f32, 1, two) == INVALID, "declare with NULL arguments")
+check(lib.kbit_io_writer_finish(w) == INVALID and "tensor 'z' was declared but never added" in msg(),
+      "an empty declared tensor must be added too")
+lib.kbit_io_close(ck)
 
 # A header past the 100 MB the safetensors library reads (1001 empty tensors with 100 kB names) is
 # refused at finish: the status, the message, no file.
