@@ -1,8 +1,8 @@
 // `kbit quantize IN OUT --nf4|--fp4|--int8 ...` and `kbit dequantize IN OUT [--dtype D]`: a dense
 // safetensors checkpoint (file or model directory) to the transformers / bitsandbytes layout and back,
 // read with libkbit_io.so (mmap), written with its writer, the numbers computed by the CPU backend
-// through the loader's tables (the quantizers of the Python package). One tensor in memory at a time;
-// every output goes to a temporary name first (docs/cli.md).
+// through the loader's tables (the quantizers of the Python package). One tensor computed while the
+// previous one is written; every output goes to a temporary name first (docs/cli.md).
 // Exit status: 0 done, 1 a bad input, a failed write or backend call (nothing written), 2 usage.
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <functional>
+#include <future>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -219,6 +220,38 @@ void check_io(kbit_status s) {
     if (s != KBIT_STATUS_SUCCESS) throw Failure(kbit_io_last_error_message());
 }
 
+// Writes each finished tensor on a second thread, so that writing tensor i (the kernel's copies into
+// the page cache, one thread per file) overlaps computing tensor i + 1. One write is in flight at a
+// time: a writer is used by one thread at a time, and a caller reuses a buffer only once the write
+// that read it has returned (two buffer sets, alternating, suffice).
+class WriteBehind {
+  public:
+    // Waits for the write in flight (rethrowing its failure), then starts `write`.
+    void submit(std::function<void()> write) {
+        wait();
+        pending_ = std::async(std::launch::async, [write = std::move(write)]() -> std::string {
+            try {
+                write();
+                return {};
+            } catch (const Failure& f) {  // the message is read in this thread (it is thread-local)
+                return f.what();
+            }
+        });
+    }
+    // Waits for the write in flight; throws its failure.
+    void wait() {
+        if (!pending_.valid()) return;
+        const std::string failure = pending_.get();
+        if (!failure.empty()) throw Failure(failure);
+    }
+    ~WriteBehind() {
+        if (pending_.valid()) pending_.wait();  // a failure elsewhere: the caller discards the writers next
+    }
+
+  private:
+    std::future<std::string> pending_;
+};
+
 void open_job(Job& j) {
     j.in = strip_slashes(j.in);
     j.out = strip_slashes(j.out);
@@ -411,10 +444,15 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
     const uint64_t total_in = tensor_bytes(j.ck);
     Progress progress("kbit quantize", o.quiet, count, total_in);
     std::map<std::string, size_t> weight_map;
-    std::vector<uint8_t> packed, codes, copy;
-    std::vector<float> absmax, nested_absmax, scb;
+    // The outputs of one weight; two sets, one being written while the other is computed.
+    struct Outputs {
+        std::vector<uint8_t> packed, codes;
+        std::vector<float> absmax, nested_absmax, scb;
+        std::vector<int8_t> cb;
+    };
+    Outputs outputs[2];
+    std::vector<uint8_t> copy;
     std::vector<uint16_t> half;
-    std::vector<int8_t> cb;
     // Quantized: a 2-D float P.weight whose module P no skip pattern matches.
     auto module_of = [](const std::string& name) { return name.size() > 7 ? name.substr(0, name.size() - 7) : ""; };
     auto quantizes = [&](const kbit_io_tensor* t) {
@@ -440,6 +478,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             check_io(kbit_io_writer_declare_quant(w, &layer));
         }
     size_t quantized = 0;
+    WriteBehind write_behind;
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
         check_io(kbit_io_tensor_at(j.ck, i, &t));
@@ -448,13 +487,15 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         const int32_t dt = kbit_dtype_of(t->dtype);
         const std::string module = module_of(name);
         if (!quantizes(t)) {
-            check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+            write_behind.submit([=] { check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data)); });
             weight_map[name] = t->shard;
             progress.step(name, t->nbytes, "copied");
             continue;
         }
         const int64_t n = static_cast<int64_t>(t->numel);
         const void* data = aligned_data(t, dtype_size(dt), copy);
+        Outputs& out = outputs[quantized % 2];
+        auto& [packed, codes, absmax, nested_absmax, scb, cb] = out;
         kbit_io_quant layer = layer_of(t, module, o);
         std::vector<std::string> added;
         if (o.format == KBIT_IO_FORMAT_INT8) {
@@ -507,11 +548,15 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
                 added.push_back(module + ".weight.nested_quant_map");
             }
         }
-        check_io(kbit_io_writer_add_quant(w, &layer));
+        write_behind.submit([=, prefix = module]() mutable {
+            layer.prefix = prefix.c_str();
+            check_io(kbit_io_writer_add_quant(w, &layer));
+        });
         for (const std::string& a : added) weight_map[a] = t->shard;
         ++quantized;
         progress.step(name, t->nbytes, kbit_io_format_name(o.format));
     }
+    write_behind.wait();
     finish_job(j, weight_map, [&](json& cfg) {
         json qc = json::object();
         const bool four = o.format != KBIT_IO_FORMAT_INT8;
@@ -577,7 +622,9 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     std::map<std::string, size_t> weight_map;
     std::vector<float> absmax;
     std::vector<uint16_t> half_row;
-    std::vector<uint8_t> out;
+    std::vector<uint8_t> outputs[2];  // one being written while the other is computed
+    size_t dequantized = 0;
+    WriteBehind write_behind;
     auto dense_dtype = [&](const kbit_io_quant* q) {
         return out_dtype >= 0 ? out_dtype : q->format == KBIT_IO_FORMAT_INT8 ? KBIT_DTYPE_FP16 : q->dtype;
     };
@@ -604,12 +651,13 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
         }
         const auto it = layer_of_weight.find(name);
         if (it == layer_of_weight.end()) {
-            check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+            write_behind.submit([=] { check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data)); });
             weight_map[name] = t->shard;
             progress.step(name, t->nbytes, "copied");
             continue;
         }
         const kbit_io_quant* q = it->second;
+        std::vector<uint8_t>& out = outputs[dequantized++ % 2];
         const int64_t n = static_cast<int64_t>(q->numel);
         const int32_t dt = dense_dtype(q);
         out.resize(static_cast<size_t>(n) * dtype_size(dt));
@@ -654,10 +702,13 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
                                              q->blocksize, n, nullptr),
                   t->name);
         }
-        check_io(kbit_io_writer_add(w, t->name, io_dtype_of(dt), q->ndim, q->shape, out.data()));
+        write_behind.submit([=, data = out.data()] {
+            check_io(kbit_io_writer_add(w, t->name, io_dtype_of(dt), q->ndim, q->shape, data));
+        });
         weight_map[name] = t->shard;
         progress.step(name, t->nbytes, std::string(kbit_io_format_name(q->format)) + " to " + torch_name(dt));
     }
+    write_behind.wait();
     finish_job(j, weight_map, [](json& cfg) { cfg.erase("quantization_config"); });
     progress.finish(j.out);
     return 0;

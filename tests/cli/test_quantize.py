@@ -10,8 +10,9 @@
     maps, nested offset, blocksize, shape, dtype) equals what the Python package computed; `kbit dequantize` (libkbit_io.so's reader + the CPU backend) gives exactly
     the bytes of kbit.functional.dequantize_4bit (int8: CB * SCB / 127 in float32), and every value is
     within the format's bound of the original weight;
-  - failures: a bad input file, an unwritable output, an existing output directory, an already quantized
-    input, unknown options: the documented exit status, a message, and no output or temporary file.
+  - failures: a bad input file, an unwritable output, a write failing part way, an existing output
+    directory, an already quantized input, unknown options: the documented exit status, a message, and
+    no output or temporary file.
 Usage: test_quantize.py PATH/TO/kbit PATH/TO/libkbit_io.so"""
 import ctypes as C
 import json
@@ -306,6 +307,23 @@ fails(["quantize", src / "model.safetensors", garbage / "o4.safetensors", "--nf4
       garbage / "o4.safetensors")
 fails(["quantize", tmp / "dense-fp32", garbage / "o5", "--nf4"], 1, "cannot create a directory beside it", garbage / "o5")
 fails(["quantize", out, tmp / "o6.safetensors", "--nf4"], 1, "already holds", tmp / "o6.safetensors")
+# A write that fails part way (a file-size limit: pwrite gets EFBIG), in each way of writing: declared
+# (--nf4, kbit dequantize), through the scratch file (--double-quant). The failure comes from the
+# thread that writes while the next tensor is computed; nothing may be left behind.
+def limited_fsize():
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+
+
+for args in (["quantize", src / "model.safetensors", tmp / "o10.safetensors", "--nf4"],
+             ["quantize", src / "model.safetensors", tmp / "o10.safetensors", "--nf4", "--double-quant"],
+             ["dequantize", out, tmp / "o10.safetensors"]):
+    p = subprocess.run([KBIT, *map(str, args)], capture_output=True, text=True, preexec_fn=limited_fsize)
+    check(p.returncode == 1 and "cannot write: File too large" in p.stderr and not (tmp / "o10.safetensors").exists()
+          and not no_leftovers(tmp), f"{args[3:]} a write failing part way: exit 1, message, nothing left; got "
+          f"{p.returncode} {p.stderr!r}")
 (tmp / "exists").mkdir()
 rc, so, se = run("quantize", tmp / "dense-fp32", tmp / "exists", "--nf4")
 check(rc == 1 and "already exists" in se and not list((tmp / "exists").iterdir()) and not no_leftovers(tmp),
