@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -205,6 +206,7 @@ struct Job {
     const kbit_4bit_table* t4 = nullptr;
     const kbit_8bit_table* t8 = nullptr;
     std::vector<kbit_io_writer*> writers;  // one per shard
+    bool write_behind = false;             // writes on a thread of their own (split_threads())
     ~Job() {
         for (kbit_io_writer* w : writers) kbit_io_writer_discard(w);
         if (ck) kbit_io_close(ck);
@@ -220,14 +222,37 @@ void check_io(kbit_status s) {
     if (s != KBIT_STATUS_SUCCESS) throw Failure(kbit_io_last_error_message());
 }
 
-// Writes each finished tensor on a second thread, so that writing tensor i (the kernel's copies into
-// the page cache, one thread per file) overlaps computing tensor i + 1. One write is in flight at a
-// time: a writer is used by one thread at a time, and a caller reuses a buffer only once the write
-// that read it has returned (two buffer sets, alternating, suffice).
+// The command's threads: OMP_NUM_THREADS (its first level), else the CPUs this process may run on.
+// With two or more, one writes (WriteBehind) and the backend's OpenMP team gets the others: the two
+// must not share a core, or the team's static split waits for its descheduled member (measured: two
+// computing threads and the writer on two cores were slower than one computing thread and the
+// writer). libgomp reads OMP_NUM_THREADS when the backend is loaded, which is after this. Returns
+// whether the writes get their own thread.
+bool split_threads() {
+    int n = 0;
+    if (const char* e = std::getenv("OMP_NUM_THREADS")) n = std::atoi(e);
+    if (n <= 0) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    if (n < 2) return false;
+    setenv("OMP_NUM_THREADS", std::to_string(n - 1).c_str(), 1);
+    return true;
+}
+
+// Writes each finished tensor on a thread of its own (when `threaded`), so that writing tensor i (the
+// kernel's copies into the page cache, one thread per file) overlaps computing tensor i + 1. One write
+// is in flight at a time: a writer is used by one thread at a time, and a caller reuses a buffer only
+// once the write that read it has returned (two buffer sets, alternating, suffice).
 class WriteBehind {
   public:
+    explicit WriteBehind(bool threaded) : threaded_(threaded) {}
     // Waits for the write in flight (rethrowing its failure), then starts `write`.
     void submit(std::function<void()> write) {
+        if (!threaded_) {
+            write();
+            return;
+        }
         wait();
         pending_ = std::async(std::launch::async, [write = std::move(write)]() -> std::string {
             try {
@@ -249,6 +274,7 @@ class WriteBehind {
     }
 
   private:
+    bool threaded_;
     std::future<std::string> pending_;
 };
 
@@ -260,6 +286,7 @@ void open_job(Job& j) {
         j.in = j.in.find('/') == std::string::npos ? "." : j.in.substr(0, j.in.rfind('/'));
     j.dir = is_dir(j.in);
     check_io(kbit_io_open(j.in.c_str(), &j.ck));
+    j.write_behind = split_threads();
     check(kbit_loader_open("cpu", &j.backend), "the CPU backend");
     j.t4 = kbit_loader_4bit_table(j.backend);
     j.t8 = kbit_loader_8bit_table(j.backend);
@@ -478,7 +505,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             check_io(kbit_io_writer_declare_quant(w, &layer));
         }
     size_t quantized = 0;
-    WriteBehind write_behind;
+    WriteBehind write_behind(j.write_behind);
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
         check_io(kbit_io_tensor_at(j.ck, i, &t));
@@ -624,7 +651,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     std::vector<uint16_t> half_row;
     std::vector<uint8_t> outputs[2];  // one being written while the other is computed
     size_t dequantized = 0;
-    WriteBehind write_behind;
+    WriteBehind write_behind(j.write_behind);
     auto dense_dtype = [&](const kbit_io_quant* q) {
         return out_dtype >= 0 ? out_dtype : q->format == KBIT_IO_FORMAT_INT8 ? KBIT_DTYPE_FP16 : q->dtype;
     };
