@@ -390,6 +390,21 @@ std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant*
 
 kbit_status fail(const char* fn, const Invalid& e) { return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what()); }
 
+// An entry point that adds or declares tensors: `body` throws Invalid for a bad argument, which
+// becomes the status and the message of `fn`.
+template <class F>
+kbit_status tensors_call(const char* fn, bool given, const char* arguments, F&& body) {
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!given) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s must not be NULL", arguments);
+        try {
+            body();
+        } catch (const Invalid& e) {
+            return fail(fn, e);
+        }
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
 }  // namespace
 
 namespace kbit::io {
@@ -484,61 +499,33 @@ KBIT_API kbit_status kbit_io_writer_metadata(kbit_io_writer* writer, const char*
 
 KBIT_API kbit_status kbit_io_writer_add(kbit_io_writer* writer, const char* name, int32_t dtype, int32_t ndim,
                                         const int64_t* shape, const void* data) {
-    static const char* fn = "kbit_io_writer_add";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!writer || !name) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and name must not be NULL");
-        try {
-            std::vector<Pending> p;
-            p.push_back(make_pending(*writer, name, dtype, ndim, shape, data));
-            commit(*writer, p);
-        } catch (const Invalid& e) {
-            return fail(fn, e);
-        }
-        return KBIT_STATUS_SUCCESS;
+    return tensors_call("kbit_io_writer_add", writer && name, "writer and name", [&] {
+        std::vector<Pending> p;
+        p.push_back(make_pending(*writer, name, dtype, ndim, shape, data));
+        commit(*writer, p);
     });
 }
 
 KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
-    static const char* fn = "kbit_io_writer_add_quant";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!writer || !layer) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and layer must not be NULL");
-        try {
-            std::vector<Pending> p = layer_tensors(*writer, layer, true);
-            commit(*writer, p);
-        } catch (const Invalid& e) {
-            return fail(fn, e);
-        }
-        return KBIT_STATUS_SUCCESS;
+    return tensors_call("kbit_io_writer_add_quant", writer && layer, "writer and layer", [&] {
+        std::vector<Pending> p = layer_tensors(*writer, layer, true);
+        commit(*writer, p);
     });
 }
 
 KBIT_API kbit_status kbit_io_writer_declare(kbit_io_writer* writer, const char* name, int32_t dtype, int32_t ndim,
                                             const int64_t* shape) {
-    static const char* fn = "kbit_io_writer_declare";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!writer || !name) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and name must not be NULL");
-        try {
-            std::vector<Pending> p;
-            p.push_back(make_pending(*writer, name, dtype, ndim, shape, nullptr, false));
-            declare(*writer, p);
-        } catch (const Invalid& e) {
-            return fail(fn, e);
-        }
-        return KBIT_STATUS_SUCCESS;
+    return tensors_call("kbit_io_writer_declare", writer && name, "writer and name", [&] {
+        std::vector<Pending> p;
+        p.push_back(make_pending(*writer, name, dtype, ndim, shape, nullptr, false));
+        declare(*writer, p);
     });
 }
 
 KBIT_API kbit_status kbit_io_writer_declare_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
-    static const char* fn = "kbit_io_writer_declare_quant";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!writer || !layer) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "writer and layer must not be NULL");
-        try {
-            std::vector<Pending> p = layer_tensors(*writer, layer, false);
-            declare(*writer, p);
-        } catch (const Invalid& e) {
-            return fail(fn, e);
-        }
-        return KBIT_STATUS_SUCCESS;
+    return tensors_call("kbit_io_writer_declare_quant", writer && layer, "writer and layer", [&] {
+        std::vector<Pending> p = layer_tensors(*writer, layer, false);
+        declare(*writer, p);
     });
 }
 
