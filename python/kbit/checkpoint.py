@@ -76,7 +76,11 @@ def load_4bit(tensors, prefix):
     if name not in tensors:
         raise KeyError(f"load_4bit: {name} not in the checkpoint")
     # Full keys, so that from_dict's messages name the tensor (it strips them to the last component).
-    state = QuantState.from_dict({k: v for k, v in tensors.items() if isinstance(k, str) and k.startswith(name + ".")})
+    # In name order, as a file loads: where two keys strip to the same field (P.weight.absmax and
+    # P.weight.x.absmax) the later name wins, whatever order the caller's dict holds them in (the C
+    # reader's rule too).
+    state = QuantState.from_dict({k: tensors[k] for k in sorted(k for k in tensors if isinstance(k, str)
+                                                                and k.startswith(name + "."))})
     packed = tensors[name]
     # Any quant_storage dtype ([(n+1)//(2*itemsize), 1]): only the byte count is fixed by the shape.
     shape, dtype = _check_saved(f"load_4bit: {name}", packed, None)

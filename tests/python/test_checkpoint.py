@@ -398,3 +398,18 @@ def test_from_dict_and_load_int8_name_the_key_for_non_arrays(saved_4bit, saved_i
     with pytest.raises(ValueError, match=r"^" + re.escape(f"load_int8: {P}.weight_format must be one integer, "
                                                           "not list") + "$"):
         checkpoint.load_int8(dict(saved_int8, **{P + ".weight_format": [[0], [0, 1]]}), P)
+
+
+def test_load_4bit_takes_keys_in_name_order_whatever_the_dict_order(saved_4bit, tmp_path):
+    # Two keys under P.weight. strip to the same field ("absmax"): the later name wins, as in a loaded
+    # file. Taken in the dict's order, an extra P.weight.x.absmax inserted before P.weight.absmax was
+    # accepted, and refused once the entries were saved and loaded again (a fuzz finding).
+    wrong = np.zeros(7, np.uint8)  # the layer is nested: its absmax is uint8 codes
+    before = {P + ".weight.x.absmax": wrong, **saved_4bit}
+    after = {**saved_4bit, P + ".weight.x.absmax": wrong}
+    msg = re.escape(f"QuantState.from_dict: {P}.weight.x.absmax has 7 elements, the shape [96, 320] with "
+                    "blocksize 64 needs 480")
+    refused(ValueError, msg, before)
+    refused(ValueError, msg, after)
+    checkpoint.save(tmp_path / "x.safetensors", before)
+    refused(ValueError, msg, checkpoint.load(tmp_path / "x.safetensors"))
