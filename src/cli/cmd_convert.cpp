@@ -486,7 +486,8 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         const std::string name = t->name;
         bool q = t->ndim == 2 && kbit_dtype_of(t->dtype) >= 0 && name.size() > 7 &&
                  name.compare(name.size() - 7, 7, ".weight") == 0 && t->numel > 0;
-        for (const std::string& p : skip) q = q && !matches(module_of(name), p);
+        const std::string module = module_of(name);
+        for (const std::string& p : skip) q = q && !matches(module, p);
         return q;
     };
     // Every output tensor declared first, so each shard's bytes are written once (docs/cli.md). Not
