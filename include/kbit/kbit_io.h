@@ -373,8 +373,9 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  * from the same tensors and metadata is identical byte for byte (with more than one metadata entry
  * the Python writer's key order is not fixed; this one sorts them).
  *
- * kbit_io_writer_create() only prepares: it creates the temporary file `path`.kbit-tmp-XXXXXX beside
- * `path` (so an unwritable destination fails here) and a scratch file. kbit_io_writer_metadata() sets
+ * kbit_io_writer_create() only prepares: it creates the temporary file in `path`'s directory (so an
+ * unwritable destination fails here), without a name (O_TMPFILE) where the file system has it and
+ * /proc is mounted, else as `path`.kbit-tmp-XXXXXX, and a scratch file. kbit_io_writer_metadata() sets
  * one `__metadata__` entry (a later value of a key replaces the earlier). kbit_io_writer_add() adds a
  * tensor and copies its bytes to the scratch file at once (so `data` may be freed on return, and the
  * process holds about one tensor at a time). kbit_io_writer_add_quant() adds every tensor of one
@@ -389,9 +390,10 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  * blocksize, ndim, shape, dtype (KBIT_DTYPE_*), nested, storage_dtype, weight, absmax, quant_map,
  * nested_absmax, nested_quant_map, nested_offset, nested_blocksize and scb; the counts (numel,
  * blocks, byte sizes) it computes from the shape and blocksize, ignoring the members of those names.
- * kbit_io_writer_finish() writes the header and the data into the temporary file, renames it to
- * `path` (replacing a file there) and frees the writer; on any failure it removes the temporary file,
- * so `path` is either the complete new file or untouched. kbit_io_writer_discard() removes the
+ * kbit_io_writer_finish() writes the header and the data into the temporary file, gives it the name
+ * `path` (linked in through /proc/self/fd, or renamed; replacing a file there) and frees the writer;
+ * on any failure it removes the temporary file, so `path` is either the complete new file or
+ * untouched, and a process killed before finish leaves no file (where the temporary file is unnamed). kbit_io_writer_discard() removes the
  * temporary files and frees the writer without writing.
  * A failing add leaves the writer as it was (nothing of that call is added), so the caller may go on
  * or discard. A writer is used by one thread at a time.

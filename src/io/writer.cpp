@@ -8,7 +8,12 @@
 // it. With every tensor declared first (io 1.2) the header is known before the first add, and each add
 // writes its bytes once, at their place in the temporary file. The caller never holds more than one
 // tensor.
+//
+// The temporary file has no name while it is written (O_TMPFILE) where the file system and /proc allow
+// it: finish() links it in, so a process killed part way (SIGKILL, the OOM killer) leaves nothing
+// behind, not a file as large as the model. Elsewhere it is PATH.kbit-tmp-XXXXXX, renamed at the end.
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +44,7 @@ struct kbit_io_writer {
         bool added;       // false only for a declared tensor not yet added
     };
     std::string path;
-    std::string tmp_path;
+    std::string tmp_path;  // empty while the temporary file has no name (O_TMPFILE)
     int tmp_fd = -1;
     int scratch_fd = -1;
     uint64_t scratch_size = 0;
@@ -54,9 +59,11 @@ struct kbit_io_writer {
         if (scratch_fd >= 0) close(scratch_fd);
         if (tmp_fd >= 0) {
             close(tmp_fd);
-            unlink(tmp_path.c_str());
+            if (!tmp_path.empty()) unlink(tmp_path.c_str());
         }
     }
+    // The name messages give the file being written.
+    const std::string& shown() const { return tmp_path.empty() ? path : tmp_path; }
 };
 
 namespace {
@@ -138,6 +145,44 @@ std::string dir_of(const std::string& p) {
     const size_t slash = p.rfind('/');
     if (slash == std::string::npos) return ".";
     return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+// An unnamed file in dir (O_TMPFILE, mode 0666 & ~umask), or -1 where the file system has none or
+// /proc, through which finish() links it in, is not mounted (a bare chroot): then the caller names one.
+int open_unnamed(const std::string& dir) {
+    if (access("/proc/self/fd", X_OK) != 0) return -1;
+    return open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
+}
+
+// A name beside path that is not there yet: PATH.kbit-tmp- and six random letters or digits.
+std::string fresh_name(const std::string& path) {
+    static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    unsigned char r[6] = {};
+    if (getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))  // never short for 6 bytes; a fallback anyway
+        for (size_t i = 0; i < sizeof r; ++i) r[i] = static_cast<unsigned char>(std::rand());
+    std::string name = path + ".kbit-tmp-";
+    for (unsigned char c : r) name += kChars[c % (sizeof kChars - 1)];
+    return name;
+}
+
+// Gives the unnamed file fd the name path: linked in directly where nothing is there, else under a
+// fresh name beside it and renamed over what is there (rename replaces atomically, link never does).
+void link_unnamed(int fd, const std::string& path) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+    if (errno != EEXIST) throw Invalid(format("%s: cannot create it: %s", path.c_str(), std::strerror(errno)));
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        const std::string tmp = fresh_name(path);
+        if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+            if (errno == EEXIST) continue;
+            throw Invalid(format("%s: cannot create a file beside it: %s", path.c_str(), std::strerror(errno)));
+        }
+        if (rename(tmp.c_str(), path.c_str()) == 0) return;
+        const int e = errno;
+        unlink(tmp.c_str());
+        throw Invalid(format("%s: cannot rename %s to it: %s", path.c_str(), tmp.c_str(), std::strerror(e)));
+    }
+    throw Invalid(format("%s: cannot create a file beside it: no free temporary name", path.c_str()));
 }
 
 // A pending tensor of one add call: checked, not yet in the writer.
@@ -222,8 +267,8 @@ uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer:
                              h.size(), kbit::io::kMaxHeader));
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-    write_all(w.tmp_fd, len, 8, 0, w.tmp_path);
-    write_all(w.tmp_fd, h.data(), h.size(), 8, w.tmp_path);
+    write_all(w.tmp_fd, len, 8, 0, w.shown());
+    write_all(w.tmp_fd, h.data(), h.size(), 8, w.shown());
     return 8 + h.size();
 }
 
@@ -264,7 +309,7 @@ void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
         if (!w.fixed) fix_layout(w);
         for (size_t i = 0; i < pending.size(); ++i)
             write_all(w.tmp_fd, pending[i].owned.empty() ? pending[i].data : pending[i].owned.data(), pending[i].nbytes,
-                      dest[i]->offset, w.tmp_path);
+                      dest[i]->offset, w.shown());
         for (auto* e : dest) e->added = true;
         return;
     }
@@ -454,17 +499,20 @@ KBIT_API kbit_status kbit_io_writer_create(const char* path, kbit_io_writer** ou
         struct stat st;
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
             return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: is a directory", path);
-        std::string tmpl = w->path + ".kbit-tmp-XXXXXX";
-        const int fd = mkstemp(&tmpl[0]);
-        if (fd < 0)
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a file beside it: %s", path,
-                                   std::strerror(errno));
-        w->tmp_fd = fd;
-        w->tmp_path = tmpl;
-        const mode_t mask = umask(0);  // the mode open(..., 0666) would give
-        umask(mask);
-        if (fchmod(fd, 0666 & ~mask) != 0) { /* keep mkstemp's 0600 */ }
         const std::string dir = dir_of(w->path);
+        w->tmp_fd = open_unnamed(dir);
+        if (w->tmp_fd < 0) {
+            std::string tmpl = w->path + ".kbit-tmp-XXXXXX";
+            const int fd = mkstemp(&tmpl[0]);
+            if (fd < 0)
+                return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a file beside it: %s",
+                                       path, std::strerror(errno));
+            w->tmp_fd = fd;
+            w->tmp_path = tmpl;
+            const mode_t mask = umask(0);  // the mode open(..., 0666) would give
+            umask(mask);
+            if (fchmod(fd, 0666 & ~mask) != 0) { /* keep mkstemp's 0600 */ }
+        }
         int s = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         if (s < 0) {  // no O_TMPFILE on this file system: a named file, unlinked at once
             std::string stmpl = w->path + ".kbit-scratch-XXXXXX";
@@ -546,12 +594,23 @@ KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
                 const std::vector<kbit_io_writer::Entry*> order = data_order(*w);
                 end = write_header(*w, order);
                 for (const auto* e : order) {
-                    copy_range(w->scratch_fd, e->offset, w->tmp_fd, end, e->nbytes, w->tmp_path);
+                    copy_range(w->scratch_fd, e->offset, w->tmp_fd, end, e->nbytes, w->shown());
                     end += e->nbytes;
                 }
             }
             if (ftruncate(w->tmp_fd, static_cast<off_t>(end)) != 0)
-                throw Invalid(format("%s: cannot set its size: %s", w->tmp_path.c_str(), std::strerror(errno)));
+                throw Invalid(format("%s: cannot set its size: %s", w->shown().c_str(), std::strerror(errno)));
+            if (w->tmp_path.empty()) {  // unnamed: linked in while open, then closed
+                link_unnamed(w->tmp_fd, w->path);
+                const int fd = w->tmp_fd;
+                w->tmp_fd = -1;
+                if (close(fd) != 0) {  // local file systems report write errors at fsync, not here
+                    const int e = errno;
+                    unlink(w->path.c_str());
+                    throw Invalid(format("%s: cannot write: %s", w->path.c_str(), std::strerror(e)));
+                }
+                return KBIT_STATUS_SUCCESS;
+            }
             const int fd = w->tmp_fd;
             w->tmp_fd = -1;
             if (close(fd) != 0) {

@@ -17,6 +17,7 @@ Usage: test_quantize.py PATH/TO/kbit PATH/TO/libkbit_io.so"""
 import ctypes as C
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -328,6 +329,19 @@ for threads in ("1", "2"):
               not (tmp / "o10.safetensors").exists() and not no_leftovers(tmp),
               f"{args[0]} {args[3:]}, {threads} threads, a write failing part way: exit 1, message, nothing left; "
               f"got {p.returncode} {p.stderr!r}")
+# Killed part way (the same limit with SIGXFSZ's default action, as SIGKILL or the OOM killer would):
+# the file being written has no name until it is complete, so nothing is left.
+def killed_by_fsize():
+    import resource
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+
+
+for args in (["quantize", src / "model.safetensors", tmp / "o11.safetensors", "--nf4"],
+             ["quantize", src / "model.safetensors", tmp / "o11.safetensors", "--nf4", "--double-quant"],
+             ["dequantize", out, tmp / "o11.safetensors"]):
+    p = subprocess.run([KBIT, *map(str, args)], capture_output=True, text=True, preexec_fn=killed_by_fsize)
+    check(p.returncode == -signal.SIGXFSZ and not (tmp / "o11.safetensors").exists() and not no_leftovers(tmp),
+          f"{args[0]} {args[3:]} killed by a signal part way: nothing left (with /proc mounted); got {p.returncode} {no_leftovers(tmp)}")
 (tmp / "exists").mkdir()
 rc, so, se = run("quantize", tmp / "dense-fp32", tmp / "exists", "--nf4")
 check(rc == 1 and "already exists" in se and not list((tmp / "exists").iterdir()) and not no_leftovers(tmp),

@@ -77,6 +77,20 @@ def leftovers(d):
     return [p.name for p in Path(d).iterdir() if ".kbit-" in p.name]
 
 
+def unnamed(d):
+    """Sizes of the unnamed files (O_TMPFILE) in directory d this process holds open: the writer's
+    temporary file and its scratch file, which /proc shows as D/#INODE (deleted)."""
+    sizes, d = [], os.path.realpath(d)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{d}/#") and target.endswith(" (deleted)"):
+            sizes.append(os.fstat(int(fd)).st_size)
+    return sizes
+
+
 tmp = Path(tempfile.mkdtemp(prefix="kbit-io-writer-"))
 rng = np.random.default_rng(3)
 
@@ -199,9 +213,10 @@ bad.prefix = b"a"  # names a.weight, a.weight.absmax ...: none of them is the pl
 check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == SUCCESS, "a layer beside a plain tensor")
 check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"a.weight' was already added" in
       lib.kbit_io_last_error_message(), "the same layer twice")
-check(not out.exists() and len(leftovers(tmp)) == 1, "before finish only the temporary file exists")
+check(not out.exists() and not leftovers(tmp) and len(unnamed(tmp)) == 2,
+      "before finish nothing has a name: the temporary and scratch files are unnamed")
 lib.kbit_io_writer_discard(w)
-check(not out.exists() and not leftovers(tmp), "discard leaves nothing")
+check(not out.exists() and not leftovers(tmp) and not unnamed(tmp), "discard leaves nothing")
 lib.kbit_io_close(ck)
 check(lib.kbit_io_writer_finish(None) == INVALID, "finish(NULL)")
 # A failed finish (the destination turned into a directory) leaves no temporary file.
@@ -237,17 +252,17 @@ nd.contents.prefix = b"L"
 check(lib.kbit_io_writer_declare_quant(w, nd) == SUCCESS, "declare a nested layer without its data")
 check(lib.kbit_io_writer_declare_quant(w, nd) == INVALID and "tensor 'L.weight' was already declared" in msg(),
       "a layer declared twice")
-(tmp_file,) = [p for p in tmp.iterdir() if p.name.startswith("declared.safetensors.kbit-tmp-")]
-check(tmp_file.stat().st_size == 0, "nothing is written before the first add")
+check(not leftovers(tmp) and unnamed(tmp) == [0, 0], "nothing is written before the first add")
 check(lib.kbit_io_writer_add(w, b"c", f32, 1, two, one.ctypes.data) == INVALID and
       "tensor 'c' was not declared" in msg(), "an add of a name not declared")
 check(lib.kbit_io_writer_add(w, b"a", f32, 1, three, np.ones(3, np.float32).ctypes.data) == INVALID and
       "tensor 'a' was declared as F32 [2], added as F32 [3]" in msg(), "an add with another shape")
 check(lib.kbit_io_writer_add(w, b"a", IO_DTYPE["int32"], 1, two, one.ctypes.data) == INVALID and
       "declared as F32 [2], added as I32 [2]" in msg(), "an add with another dtype")
-check(tmp_file.stat().st_size == 0, "refused adds write nothing")
+check(unnamed(tmp) == [0, 0], "refused adds write nothing")
 check(lib.kbit_io_writer_add(w, b"b", f32, 1, two, (one * 7).ctypes.data) == SUCCESS, "add b (fixes the layout)")
-check(tmp_file.stat().st_size > 8 + 100, "the first add writes the header and its tensor at once")
+check(sorted(unnamed(tmp))[0] == 0 and sorted(unnamed(tmp))[1] > 8 + 100,
+      "the first add writes the header and its tensor at once, into the temporary file (the scratch file stays empty)")
 check(lib.kbit_io_writer_declare(w, b"d", f32, 1, two) == INVALID and "declared after the first add" in msg(),
       "a declaration after the first add")
 check(lib.kbit_io_writer_metadata(w, b"k", b"v") == INVALID and "set metadata before it" in msg(),
