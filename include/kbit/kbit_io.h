@@ -391,7 +391,8 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  * nested_absmax, nested_quant_map, nested_offset, nested_blocksize and scb; the counts (numel,
  * blocks, byte sizes) it computes from the shape and blocksize, ignoring the members of those names.
  * kbit_io_writer_finish() writes the header and the data into the temporary file, gives it the name
- * `path` (linked in through /proc/self/fd, or renamed; replacing a file there) and frees the writer;
+ * `path` (an unnamed file is first linked in through /proc/self/fd as `path`.kbit-tmp-XXXXXX; then
+ * renamed, replacing a file there) and frees the writer;
  * on any failure it removes the temporary file, so `path` is either the complete new file or
  * untouched, and a process killed before finish leaves no file (where the temporary file is unnamed). kbit_io_writer_discard() removes the
  * temporary files and frees the writer without writing.

@@ -10,7 +10,7 @@
 // tensor.
 //
 // The temporary file has no name while it is written (O_TMPFILE) where the file system and /proc allow
-// it: finish() links it in, so a process killed part way (SIGKILL, the OOM killer) leaves nothing
+// it: finish() links it in (then renames it), so a process killed part way (SIGKILL, the OOM killer) leaves nothing
 // behind, not a file as large as the model. Elsewhere it is PATH.kbit-tmp-XXXXXX, renamed at the end.
 #include <fcntl.h>
 #include <sys/random.h>
@@ -165,22 +165,15 @@ std::string fresh_name(const std::string& path) {
     return name;
 }
 
-// Gives the unnamed file fd the name path: linked in directly where nothing is there, else under a
-// fresh name beside it and renamed over what is there (rename replaces atomically, link never does).
-void link_unnamed(int fd, const std::string& path) {
+// Gives the unnamed file fd a fresh name beside path (a link never replaces a file), for finish() to
+// rename over path as it renames a named temporary file.
+std::string link_unnamed(int fd, const std::string& path) {
     const std::string self = "/proc/self/fd/" + std::to_string(fd);
-    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
-    if (errno != EEXIST) throw Invalid(format("%s: cannot create it: %s", path.c_str(), std::strerror(errno)));
     for (int attempt = 0; attempt < 100; ++attempt) {
-        const std::string tmp = fresh_name(path);
-        if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-            if (errno == EEXIST) continue;
+        std::string tmp = fresh_name(path);
+        if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0) return tmp;
+        if (errno != EEXIST)
             throw Invalid(format("%s: cannot create a file beside it: %s", path.c_str(), std::strerror(errno)));
-        }
-        if (rename(tmp.c_str(), path.c_str()) == 0) return;
-        const int e = errno;
-        unlink(tmp.c_str());
-        throw Invalid(format("%s: cannot rename %s to it: %s", path.c_str(), tmp.c_str(), std::strerror(e)));
     }
     throw Invalid(format("%s: cannot create a file beside it: no free temporary name", path.c_str()));
 }
@@ -600,17 +593,7 @@ KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
             }
             if (ftruncate(w->tmp_fd, static_cast<off_t>(end)) != 0)
                 throw Invalid(format("%s: cannot set its size: %s", w->shown().c_str(), std::strerror(errno)));
-            if (w->tmp_path.empty()) {  // unnamed: linked in while open, then closed
-                link_unnamed(w->tmp_fd, w->path);
-                const int fd = w->tmp_fd;
-                w->tmp_fd = -1;
-                if (close(fd) != 0) {  // local file systems report write errors at fsync, not here
-                    const int e = errno;
-                    unlink(w->path.c_str());
-                    throw Invalid(format("%s: cannot write: %s", w->path.c_str(), std::strerror(e)));
-                }
-                return KBIT_STATUS_SUCCESS;
-            }
+            if (w->tmp_path.empty()) w->tmp_path = link_unnamed(w->tmp_fd, w->path);  // while it is open
             const int fd = w->tmp_fd;
             w->tmp_fd = -1;
             if (close(fd) != 0) {
