@@ -182,13 +182,14 @@ TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector",
 
 // Batched decode and prefill sizes: enough activation rows that a kernel may cut K into slices (the
 // AVX-512 one does above ~2K columns at M >= 8), blocks split across slices, a tail past the last 128
-// columns, and an odd number of weight rows; at M >= 16 the prefill panels (chunks of 1024
-// columns or one block, tiles of 6 x 4 or 4 x 3 with partial tiles at M = 70 and N = 19).
+// columns, and an odd number of weight rows; M = 15 takes every AVX-512 tile height below 16 (8, 4,
+// 2, 1); at M >= 16 the prefill panels (chunks of 1024 columns or one block, tiles of 6 x 4 or 4 x 3
+// with partial tiles at M = 70 and N = 19).
 TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 summation bound", "[4bit][gemm]",
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{256}, int64_t{2048}}) {
-        for (int M : {2, 8, 9, 16, 32, 70}) {
+        for (int M : {2, 8, 9, 15, 16, 32, 70}) {
             const int N = 19, K = bs == 256 ? 4352 : bs == 2048 ? 6144 : 2112;  // 2112 % 128 = 64
             DYNAMIC_SECTION(kbit::Elem<T>::name << " blocksize " << bs << " M " << M) {
                 const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 31);
