@@ -88,7 +88,8 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     std::vector<float> a(static_cast<size_t>(K)), prepared(mk), sums(static_cast<size_t>(M) * N);
     const auto& prefill = cpu::prefill_4bit_kernels();
     const bool panels = prefill.supports(M, K, blocksize);
-    std::vector<float> panel(panels ? static_cast<size_t>(prefill.panel_floats * cpu::max_workers()) : 0);
+    const int64_t panel_floats = panels ? prefill.panel_floats(M) : 0;
+    std::vector<float> panel(static_cast<size_t>(panel_floats * cpu::max_workers()));
     for (int i = 0; i < M; ++i) {
         float* row = prepared.data() + static_cast<size_t>(i) * K;  // in order for the panels
         for (int kk = 0; kk < K; ++kk) (panels ? row : a.data())[kk] = Elem<T>::load(A[static_cast<size_t>(i) * K + kk]);
@@ -98,7 +99,7 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     parallel_workers(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1, int64_t w) {
         if (panels)
             prefill.rows(prepared.data(), M, K, B, scales, blocksize, qt, r0, r1, sums.data(), N,
-                         panel.data() + w * prefill.panel_floats);
+                         panel.data() + w * panel_floats);
         else
             dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
         for (int i = 0; i < M; ++i)

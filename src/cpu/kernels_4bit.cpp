@@ -20,6 +20,7 @@ bool ref_supports(int64_t, int64_t, int64_t) { return true; }
 void ref_prepare(const float* a, int64_t k, float* prepared) { std::copy(a, a + k, prepared); }
 
 bool never(int, int64_t, int64_t) { return false; }
+int64_t no_panel(int) { return 0; }
 
 // Never called (supports() is false): the reference's sums in its own order, for completeness.
 void ref_prefill_rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scales, int64_t blocksize,
@@ -57,8 +58,9 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 
 const Prefill4bitKernels& prefill_4bit_kernels() {
     static const Prefill4bitKernels table = [] {
-        Prefill4bitKernels t{&never, 0, &ref_prefill_rows};
+        Prefill4bitKernels t{&never, &no_panel, &ref_prefill_rows};
         override_prefill_4bit_simd(t);
+        override_prefill_4bit_avx512(t);
         return t;
     }();
     return table;

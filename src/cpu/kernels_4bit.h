@@ -1,11 +1,11 @@
 // kernels_4bit.h — the 4-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h).
 // Every slot is filled from the scalar reference (ref_4bit.h), then the SIMD sources override it for
-// the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot) and
+// the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot),
 // kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_simd.cpp (cgemm_4bit
-// at prefill sizes). Kernels work on a range; the thread drivers
-// in api_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact with
-// kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order (class F), the reference dot
-// kernel in the reference order.
+// at prefill sizes, AVX2) and kernels_4bit_prefill_avx512.cpp (the same on AVX-512). Kernels work on
+// a range; the thread drivers in api_4bit.cpp split the work and call them. Every quantize/dequantize
+// kernel is bit-exact with kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order
+// (class F), the reference dot kernel in the reference order.
 #pragma once
 
 #include <cstdint>
@@ -46,13 +46,13 @@ struct Dot4bitKernels {
 };
 
 // cgemm_4bit with many activation rows (prefill): weight panels dequantized to fp32 and multiplied
-// by a register-blocked kernel (kernels_4bit_prefill_simd.cpp). The reference table has no such
-// kernel: its supports() is false and gemm_4bit keeps to dot_rows.
+// by a register-blocked kernel (kernels_4bit_prefill_simd.cpp, kernels_4bit_prefill_avx512.cpp). The
+// reference table has no such kernel: its supports() is false and gemm_4bit keeps to dot_rows.
 struct Prefill4bitKernels {
     // Capability: whether rows() takes M fp32 activation rows of k columns with this blocksize.
     bool (*supports)(int M, int64_t k, int64_t blocksize);
-    // Scratch floats each concurrent rows() call needs (its `panel`).
-    int64_t panel_floats;
+    // Scratch floats each concurrent rows() call with M activation rows needs (its `panel`).
+    int64_t (*panel_floats)(int M);
     // For weight rows r in [r0, r1) of a packed weight of k columns per row and activation rows m < M
     // (fp32, row-major, stride k): sums[m * ldo + r] = sum_k a_m[k] * fp32(lut[W(r, k)] * scales[(r * k
     // + k') / blocksize]), lut the table of qt.
@@ -78,6 +78,7 @@ template <class T>
 void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
 void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
 void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot_avx512.cpp
-void override_prefill_4bit_simd(Prefill4bitKernels& table);  // kernels_4bit_prefill_simd.cpp
+void override_prefill_4bit_simd(Prefill4bitKernels& table);    // kernels_4bit_prefill_simd.cpp (AVX2)
+void override_prefill_4bit_avx512(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx512.cpp
 
 }  // namespace kbit::cpu

@@ -1,12 +1,10 @@
-// cgemm_4bit with many activation rows (prefill), Highway's AVX2 and AVX3 targets from this one
-// source: a panel of 64 weight rows is dequantized to fp32 (the active ISA's 4-bit dequantizer) over
-// a chunk of K, then multiplied by a register-blocked kernel: tiles of 6 activation rows x 4 weight
-// rows on AVX3 (24 accumulators of 32 registers), 4 x 3 on AVX2 (12 of 16), each lane summing its
-// own share of the chunk, reduced at the end of the chunk. A tile's activations (6 x 1024 floats, 24
-// KB) stay in L1 across the panel's tiles; the panel (256 KB) in L2. The dot kernels
-// (kernels_4bit_dot_avx512.cpp, kernels_4bit_simd.cpp) decode every weight once per slice of
-// activation rows: 27 GFLOP/s on one Sapphire Rapids core at M = 512, a seventh of dequantize +
-// OpenBLAS SGEMM; these tiles 118-134.
+// cgemm_4bit with many activation rows (prefill) on AVX2 (Highway's AVX2 target; AVX-512 has its own
+// outer-product kernel, kernels_4bit_prefill_avx512.cpp): a panel of 64 weight rows is dequantized to
+// fp32 (the active ISA's 4-bit dequantizer) over a chunk of K, then multiplied by a register-blocked
+// kernel: tiles of 4 activation rows x 3 weight rows (12 accumulators of 16 registers), each lane
+// summing its own share of the chunk, reduced at the end of the chunk. A tile's activations (4 x 1024
+// floats, 16 KB) stay in L1 across the panel's tiles; the panel (256 KB) in L2. The dot kernels
+// (kernels_4bit_simd.cpp) decode every weight once per slice of activation rows.
 //
 // Class F: w = fp32(lut[q] * scale), then fp32 FMAs in this kernel's order (the lanes over the chunk,
 // a reduction across lanes, chunks added in order), bounded against fp64 by the conformance suite.
@@ -24,7 +22,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
-#if KBIT_HWY_KERNEL_TARGET
+#if HWY_TARGET == HWY_AVX2
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -32,13 +30,10 @@ using DF = hn::ScalableTag<float>;
 
 constexpr int64_t kPanelRows = 64;  // weight rows dequantized together
 constexpr int64_t kChunk = 1024;    // columns of K per panel (or one block, if longer)
-#if HWY_TARGET == HWY_AVX3
-constexpr int kTileM = 6, kTileN = 4;
-#else
 constexpr int kTileM = 4, kTileN = 3;
-#endif
-// From here on the panels beat the dot kernels (one Sapphire Rapids core, 4096 x 4096 fp32, AVX3,
-// ms per call dot / panels: M = 8 3.1 / 3.8, 16 7.4 / 6.3, 32 19.9 / 11.9, 64 53 / 20).
+// From here on the panels beat the dot kernels (measured with this tiling on AVX-512, where it ran
+// before the outer-product kernel: one Sapphire Rapids core, 4096 x 4096 fp32, ms per call dot /
+// panels: M = 8 3.1 / 3.8, 16 7.4 / 6.3, 32 19.9 / 11.9, 64 53 / 20).
 constexpr int kMinRows = 16;
 
 int64_t chunk_of(int64_t blocksize) { return std::max(kChunk, blocksize); }
@@ -72,26 +67,25 @@ using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, f
 
 template <int MR>
 TileFn tile_of_width(int nr) {
-    static_assert(kTileN <= 4, "tile widths 1..4");
+    static_assert(kTileN == 3, "tile widths 1..3");
     switch (nr) {
         case 1: return &tile<MR, 1>;
         case 2: return &tile<MR, 2>;
-        case 3: return &tile<MR, 3>;
-        default: return &tile<MR, kTileN>;
+        default: return &tile<MR, 3>;
     }
 }
 
 TileFn tile_of(int mr, int nr) {
-    static_assert(kTileM <= 6, "tile heights 1..6");
+    static_assert(kTileM == 4, "tile heights 1..4");
     switch (mr) {
         case 1: return tile_of_width<1>(nr);
         case 2: return tile_of_width<2>(nr);
         case 3: return tile_of_width<3>(nr);
-        case 4: return tile_of_width<4>(nr);
-        case 5: return tile_of_width<5>(nr);
-        default: return tile_of_width<kTileM>(nr);
+        default: return tile_of_width<4>(nr);
     }
 }
+
+int64_t panel_floats(int) { return kPanelRows * chunk_of(kMaxBlocksize); }
 
 bool supports(int M, int64_t k, int64_t blocksize) {
     return M >= kMinRows && k > 0 && k % blocksize == 0 && k % 16 == 0;
@@ -124,11 +118,11 @@ void rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scale
 
 void OverridePrefill(Prefill4bitKernels& t) {
     t.supports = &supports;
-    t.panel_floats = kPanelRows * chunk_of(kMaxBlocksize);
+    t.panel_floats = &panel_floats;
     t.rows = &rows;
 }
 
-#endif  // KBIT_HWY_KERNEL_TARGET
+#endif  // HWY_TARGET == HWY_AVX2
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
@@ -137,7 +131,7 @@ HWY_AFTER_NAMESPACE();
 namespace kbit::cpu {
 
 void override_prefill_4bit_simd(Prefill4bitKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverridePrefill, &N_AVX2::OverridePrefill);
+    override_for_active_isa(table, nullptr, &N_AVX2::OverridePrefill);
 }
 
 }  // namespace kbit::cpu

@@ -216,6 +216,38 @@ TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 
     }
 }
 
+// The AVX-512 prefill kernel's blocking at its edges: more weight rows than one panel of 128 per
+// thread (N = 300 on one or two threads), a last strip of fewer than 16 rows, chunks of K of 256
+// columns and a shorter last one (K = 640), block scales that change inside a chunk, activation
+// rows cut into tiles of unequal heights (M = 29: 10 + 10 + 9) and a single tile (M = 12).
+TEST_CASE("4bit gemm: several weight panels, a partial strip, a short last chunk, uneven tiles", "[4bit][gemm]") {
+    const int N = 300, K = 640;
+    for (int64_t bs : {int64_t{32}, int64_t{128}}) {
+        for (int M : {12, 29}) {
+            DYNAMIC_SECTION("blocksize " << bs << " M " << M) {
+                const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 41);
+                const auto a = normal_floats(static_cast<size_t>(M) * K, 42, 1.0f);
+                const auto absmax = positive_scales(static_cast<size_t>(int64_t{N} * K / bs), 43);
+                DeviceBuffer<float> dA(a), out(static_cast<size_t>(M) * N), dabs(absmax);
+                DeviceBuffer<uint8_t> dB(B);
+                require_ok(Fns4<float>::gemm()(dA.get(), dB.get(), dabs.get(), nullptr, nullptr, nullptr, out.get(),
+                                               nullptr, M, N, K, static_cast<int>(bs), 1, nullptr),
+                           "cgemm_4bit");
+                const auto got = out.download();
+                for (int i = 0; i < M; ++i)
+                    for (int j = 0; j < N; ++j) {
+                        const Exact e = exact_dot(a.data() + int64_t{i} * K, K, B.data(), int64_t{j} * K,
+                                                  kbit::kFp4Values, bs,
+                                                  [&](int64_t beta) { return double(absmax[beta]); });
+                        const double y = got[int64_t{i} * N + j];
+                        INFO("i " << i << " j " << j << " got " << y << " exact " << e.value);
+                        REQUIRE(std::fabs(y - e.value) <= bound<float>(e.value, e.abs_sum, K));
+                    }
+            }
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("4bit gemm: M = 1 agrees with the GEMV on the same weight", "[4bit][gemm]", float, kbit_half,
                    kbit_bf16) {
     using T = TestType;
