@@ -351,7 +351,7 @@ void prefill_cases(Weights& w, int M) {
                       "dequantize");
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.p, K, dense.p, K, 0.0f, out.p,
                             N);
-            }, "dense: kbit dequantize + OpenBLAS SGEMM"));
+            }, "dense: kbit dequantize + " + kbit_bench::openblas_name() + " SGEMM"));
         }
 #ifdef KBIT_BENCH_HAVE_DNNL
         const std::string note = kFp32 ? "dense: kbit dequantize to bf16 + activations to bf16 + oneDNN bf16 matmul (" +

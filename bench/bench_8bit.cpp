@@ -169,7 +169,7 @@ void gemm_case(int64_t tokens, int64_t in, int64_t out) {
             const auto r = measure("sgemm", "fp32", shape, threads, fp32_traffic, [&] {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, k, m, 1.0f, Xf.data(), m, Wf.data(), m, 0.0f,
                             Yf.data(), k);
-            }, "OpenBLAS");
+            }, kbit_bench::openblas_name());
             sgemm_seconds = r.seconds;
             print_gops(r, ops, sgemm_seconds);
         }

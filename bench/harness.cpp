@@ -2,6 +2,9 @@
 #include "probe_passes.h"
 
 #include <dlfcn.h>
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 #include <immintrin.h>
 #include <omp.h>
 #include <unistd.h>
@@ -211,6 +214,14 @@ void* bnb_handle() {
                               ? nullptr
                               : dlopen(g_options.bnb_library.c_str(), RTLD_NOW | RTLD_LOCAL);
     return handle;
+}
+
+std::string openblas_name() {
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+    return std::string("OpenBLAS (core ") + openblas_get_corename() + ")";
+#else
+    return "OpenBLAS";
+#endif
 }
 
 void fill_normal(float* x, size_t n, unsigned seed, float scale) {

@@ -100,6 +100,12 @@ bool register_suite(const char* name, SuiteFn fn);
 // Opens bitsandbytes' CPU library (options().bnb_library) once; nullptr if unavailable.
 void* bnb_handle();
 
+// "OpenBLAS (core NAME)": the kernel set OpenBLAS chose for this CPU, for the notes of its rows. A
+// build that does not know the CPU falls back to an older core: Debian 12's 0.3.21 on an Emerald
+// Rapids Xeon (family 6, model 207) picks Prescott's SSE3 kernels and runs SGEMM at a fifth of its
+// AVX-512 speed, unless OPENBLAS_CORETYPE=SkylakeX says otherwise.
+std::string openblas_name();
+
 // Fills a buffer with deterministic normally distributed values (weights-like).
 void fill_normal(float* x, size_t n, unsigned seed, float scale = 1.0f);
 
