@@ -399,7 +399,7 @@ KBIT_BENCH_SUITE(4bit) {
         gemv_cases<kbit_half>(w, s.name);
         gemv_cases<kbit_bf16>(w, s.name);
         gemm_cases<kbit_bf16>(w, s.name, 4);
-        for (int M : {4, 8, 16}) gemm_cases<float>(w, s.name, M);
+        for (int M : {4, 8, 12, 16}) gemm_cases<float>(w, s.name, M);
         bnb_gemv_cases(w, s.name);
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
         if (!options().quick && s.name != "4096x14336") {  // 512x4096x4096, 512x4096x14336
