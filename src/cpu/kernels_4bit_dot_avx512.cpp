@@ -239,22 +239,19 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
     }
 }
 
-// GEMV: four weight rows share each activation load. GEMM: below M = 8 a tile of two weight rows
-// meets every activation row, four at a time (8 accumulators, 8 totals); from M = 8 on a tile of one
-// weight row meets them eight at a time, so each decoded vector feeds 8 FMAs instead of being decoded
-// again for the next four rows (one Sapphire Rapids core, 4096 x 4096, best of interleaved runs:
-// M = 8 3.55 -> 3.11 ms with the per-call setup above; the same tile measured slower while every
-// tile rebuilt that setup). The weights are read from memory once whatever M is; the columns are cut
-// into slices whose M activation rows fit in L1 together (else every tile streams all M rows from
-// L2: 16x its own bytes at M = 4).
+// GEMV: four weight rows share each activation load. GEMM: a tile of two weight rows meets every
+// activation row, four at a time (8 accumulators, 8 totals), so the weights are read from memory
+// once whatever M is; the columns are cut into slices whose M activation rows fit in L1 together
+// (else every tile streams all M rows from L2: 16x its own bytes at M = 4). A tile of one weight row
+// against eight activation rows, which decodes each vector once for all eight, was faster with the
+// weights in cache (M = 8, 4096 x 4096: 3.11 against 3.55 ms) but slower with them cold, as the
+// bench rotates them (12-15% against 9-12% of the limit on every shape): one row per tile halves the
+// distance the next tile's prefetch runs ahead.
 template <int RT>
 void dot_tiles(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
                int64_t blocksize, const float* lut, const TileSetup& s, int64_t r, float* sums, int64_t ldo,
                const Columns& cols) {
     int t = 0;
-    if constexpr (RT == 1)
-        for (; t + 8 <= M; t += 8)
-            dot_tile<8, 1>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
     for (; t + 4 <= M; t += 4)
         dot_tile<4, RT>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
     for (; t + 2 <= M; t += 2)
@@ -281,9 +278,8 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
     for (int64_t c0 = 0;;) {
         const Columns cols(c0, std::min(body, c0 + slice), c0 == 0, c0 + slice >= body, s, blocksize);
         int64_t r = r0;
-        if (M < 8)  // from M = 8 on, one weight row meets eight activation rows (dot_tiles<1>)
-            for (; r + 2 <= r1; r += 2)
-                dot_tiles<2>(prepared, M, k, B, row_elems, scales, blocksize, lut, s, r, sums, ldo, cols);
+        for (; r + 2 <= r1; r += 2)
+            dot_tiles<2>(prepared, M, k, B, row_elems, scales, blocksize, lut, s, r, sums, ldo, cols);
         for (; r < r1; ++r) dot_tiles<1>(prepared, M, k, B, row_elems, scales, blocksize, lut, s, r, sums, ldo, cols);
         c0 = cols.c1;
         if (cols.last) break;

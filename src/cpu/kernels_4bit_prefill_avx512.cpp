@@ -43,9 +43,10 @@ constexpr int64_t kPanelStrips = 8;  // strips decoded together
 constexpr int64_t kChunk = 256;      // columns of K per panel: a strip is 16 KB, the panel 128 KB
 constexpr int kTileM = 12;           // activation rows per tile (x 2 strips: 24 accumulators of 32 registers)
 constexpr int kTileStrips = 2;
-// From M = 12 on the panels beat the dot kernels, which decode each weight again for every 8
-// activation rows (one Sapphire Rapids-class core, 4096 x 4096, best of interleaved runs, ms dot /
-// panels: M = 9 3.4 / 4.2, 10 4.0 / 4.4, 11 5.3 / 5.7, 12 7.7 / 4.8, 16 6.2 / 6.2).
+// From M = 12 on the panels beat the dot kernels, which decode each weight again for every 4
+// activation rows (one Sapphire Rapids-class core, 4096 x 4096, weights in cache, best of interleaved
+// runs, ms dot / panels: M = 12 7.7 / 4.8, 16 6.2 / 6.2; at M = 9-11 the dot kernels were 0.4-0.8 ms
+// faster).
 constexpr int kMinRows = 12;
 
 // Strip of `rows` (1..16) weight rows from row n, columns [k0, k0 + kc) of rows of k columns:

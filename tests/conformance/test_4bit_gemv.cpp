@@ -182,9 +182,10 @@ TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector",
 
 // Batched decode and prefill sizes: enough activation rows that a kernel may cut K into slices (the
 // AVX-512 one does above ~2K columns at M >= 8), blocks split across slices, a tail past the last 128
-// columns, and an odd number of weight rows; M = 15 takes every AVX-512 tile height below 16 (8, 4,
-// 2, 1); at M >= 16 the prefill panels (chunks of 1024 columns or one block, tiles of 6 x 4 or 4 x 3
-// with partial tiles at M = 70 and N = 19).
+// columns, and an odd number of weight rows; M = 15 takes every tile height of the dot kernels (4, 2,
+// 1) on AVX2 and the AVX-512 prefill kernel's single tile; at M >= 16 on AVX2 the dot-form prefill
+// panels (chunks of 1024 columns or one block, tiles of 4 x 3 with partial tiles at M = 70 and N =
+// 19), from M = 12 on AVX-512 the outer-product prefill kernel.
 TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 summation bound", "[4bit][gemm]",
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
