@@ -45,8 +45,8 @@ constexpr int kTileM = 12;           // activation rows per tile (x 2 strips: 24
 constexpr int kTileStrips = 2;
 // From M = 12 on the panels beat the dot kernels, which decode each weight again for every 4
 // activation rows (one Sapphire Rapids-class core, 4096 x 4096, weights in cache, best of interleaved
-// runs, ms dot / panels: M = 12 7.7 / 4.8, 16 6.2 / 6.2; at M = 9-11 the dot kernels were 0.4-0.8 ms
-// faster).
+// runs, ms dot / panels: M = 12 6.2 / 4.8, 16 6.2 / 6.2); below 12 the dot kernels measured as fast
+// or faster.
 constexpr int kMinRows = 12;
 
 // Strip of `rows` (1..16) weight rows from row n, columns [k0, k0 + kc) of rows of k columns:
