@@ -91,7 +91,7 @@ struct SplitGroupScales {
 
 // What every tile of one dot_rows call shares, set up once per call: rebuilding the group scales'
 // lane indices per tile (16 stores, then a vector load that waits for them) and dividing by the
-// blocksize took a fifth of a GEMM's time at M = 8, whose tiles are 8 groups long.
+// blocksize took about a fifth of a GEMM's time at M = 8 (perf), whose tiles are 8 groups long.
 struct TileSetup {
     VF table;
     SplitGroupScales group_scales;
@@ -245,7 +245,7 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
 // (else every tile streams all M rows from L2: 16x its own bytes at M = 4). A tile of one weight row
 // against eight activation rows, which decodes each vector once for all eight, was faster with the
 // weights in cache (M = 8, 4096 x 4096: 3.11 against 3.55 ms) but slower with them cold, as the
-// bench rotates them (12-15% against 9-12% of the limit on every shape): one row per tile halves the
+// bench rotates them (9-12% of the limit against 12-15% on every shape): one row per tile halves the
 // distance the next tile's prefetch runs ahead.
 template <int RT>
 void dot_tiles(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
