@@ -26,7 +26,9 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "cpu_isa.h"
 #include "kbit_formats.h"
@@ -117,24 +119,16 @@ void tile(const float* packed, const float* strips, int64_t kc, float* out, int6
 
 using TileFn = void (*)(const float*, const float*, int64_t, float*, int64_t, __mmask16, bool);
 
-template <int MR>
-TileFn tile_of_strips(int ns) {
-    static_assert(kTileStrips == 2, "tiles of one or two strips");
-    return ns == 1 ? &tile<MR, 1> : &tile<MR, 2>;
+// kTiles[mr - 1][ns - 1]: the tile of mr (1..kTileM) activation rows and ns (1..kTileStrips) strips.
+template <int MR, int... NS>
+constexpr std::array<TileFn, kTileStrips> tiles_of_height(std::integer_sequence<int, NS...>) {
+    return {&tile<MR, NS + 1>...};
 }
-
-// The tile of mr (1..kTileM) activation rows and ns strips.
-TileFn tile_of(int mr, int ns) {
-    static_assert(kTileM == 12, "tile heights 1..12");
-    static const TileFn tiles[kTileM][kTileStrips] = {
-        {tile_of_strips<1>(1), tile_of_strips<1>(2)},   {tile_of_strips<2>(1), tile_of_strips<2>(2)},
-        {tile_of_strips<3>(1), tile_of_strips<3>(2)},   {tile_of_strips<4>(1), tile_of_strips<4>(2)},
-        {tile_of_strips<5>(1), tile_of_strips<5>(2)},   {tile_of_strips<6>(1), tile_of_strips<6>(2)},
-        {tile_of_strips<7>(1), tile_of_strips<7>(2)},   {tile_of_strips<8>(1), tile_of_strips<8>(2)},
-        {tile_of_strips<9>(1), tile_of_strips<9>(2)},   {tile_of_strips<10>(1), tile_of_strips<10>(2)},
-        {tile_of_strips<11>(1), tile_of_strips<11>(2)}, {tile_of_strips<12>(1), tile_of_strips<12>(2)}};
-    return tiles[mr - 1][ns - 1];
+template <int... MR>
+constexpr std::array<std::array<TileFn, kTileStrips>, kTileM> make_tiles(std::integer_sequence<int, MR...>) {
+    return {tiles_of_height<MR + 1>(std::make_integer_sequence<int, kTileStrips>())...};
 }
+constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTileM>());
 
 // Activation rows are cut into tiles_of(M) tiles of as equal heights as can be (M = 16: 8 + 8, not
 // 12 + 4, whose 8 accumulators would leave the FMA units waiting on their latency).
@@ -191,8 +185,8 @@ void rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scale
                 for (int64_t t = 0; t < tiles_of(M); ++t) {
                     const int64_t m0 = tile_start(M, t);
                     const int mr = static_cast<int>(tile_start(M, t + 1) - m0);
-                    tile_of(mr, ns)(packed + t * kc * kTileM, panel + s * kc * kStrip, kc,
-                                    sums + m0 * ldo + n0 + s * kStrip, ldo, last_mask, k0 > 0);
+                    kTiles[mr - 1][ns - 1](packed + t * kc * kTileM, panel + s * kc * kStrip, kc,
+                                           sums + m0 * ldo + n0 + s * kStrip, ldo, last_mask, k0 > 0);
                 }
             }
         }
