@@ -5,8 +5,8 @@
 // pair from W rows widened per block of 80 outputs x 512 K (no transposition of the large operand).
 // For a handful of tokens (GEMV-like shapes) a plain dot product per output reads W once.
 #include <algorithm>
-#include <new>
 
+#include "aligned_buffer.h"
 #include "cpu_isa.h"
 #include "kernels_8bit.h"
 #include "parallel_range.h"
@@ -14,7 +14,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels_igemm_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 
 #if KBIT_HWY_KERNEL_TARGET
@@ -138,17 +137,15 @@ void BlockedGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, 
     const int64_t token_splits =
         jc_blocks >= threads ? 1 : std::min<int64_t>(token_blocks, (threads + jc_blocks - 1) / jc_blocks);
 
-    const auto xp = hwy::AllocateAligned<int32_t>(static_cast<size_t>(token_blocks * P * TB));
-    const auto wbuf = hwy::AllocateAligned<int32_t>(static_cast<size_t>(threads * kNc * kKcPairs));
-    if (!xp || !wbuf) throw std::bad_alloc();
+    const auto xp = aligned_buffer<int32_t>(static_cast<size_t>(token_blocks * P * TB));
+    const auto wbuf = aligned_buffer<int32_t>(static_cast<size_t>(threads * kNc * kKcPairs));
     parallel_range(token_blocks, 4, [&](int64_t b0, int64_t b1) { PackX(X, ldb, n, m, P, TB, xp.get(), b0, b1); });
 
     // Per job, the accumulators of all its tiles live in a tile-major buffer between K blocks, so
     // that C (strided by ldc) is written once per element.
     const int64_t tile_ints = 2 * kOutsPerTile * (TB / 2);
     const int64_t max_job_tiles = ((token_blocks + token_splits - 1) / token_splits) * (kNc / kOutsPerTile);
-    const auto accbuf = hwy::AllocateAligned<int32_t>(static_cast<size_t>(threads * max_job_tiles * tile_ints));
-    if (!accbuf) throw std::bad_alloc();
+    const auto accbuf = aligned_buffer<int32_t>(static_cast<size_t>(threads * max_job_tiles * tile_ints));
     parallel_workers(jc_blocks * token_splits, 1, [&](int64_t j0, int64_t j1, int64_t worker) {
         int32_t* wblk = wbuf.get() + worker * kNc * kKcPairs;
         int32_t* accs = accbuf.get() + worker * max_job_tiles * tile_ints;
@@ -222,8 +219,7 @@ void DirectGemm(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, c
     const int64_t L = static_cast<int64_t>(hn::Lanes(d16));
     const int64_t mv = m / L * L;
     const int64_t ldx = mv > 0 ? mv : 1;
-    const auto xw = hwy::AllocateAligned<int16_t>(static_cast<size_t>(n * ldx));
-    if (!xw) throw std::bad_alloc();
+    const auto xw = aligned_buffer<int16_t>(static_cast<size_t>(n * ldx));
     for (int64_t t = 0; t < n; ++t)
         for (int64_t i = 0; i < mv; ++i) xw[t * ldx + i] = X[t * ldb + i];
     parallel_range(k, 64, [&](int64_t o0, int64_t o1) {
