@@ -301,7 +301,10 @@ struct Buckets512 {
         const __m512i b = _mm512_cvttps_epi32(_mm512_fmadd_ps(v, scale, offset));
         const __mmask16 gt = _mm512_cmp_ps_mask(v, _mm512_permutex2var_ps(thr_lo, b, thr_hi), _CMP_GT_OQ);
         const __m512i low = _mm512_permutex2var_epi32(low_lo, b, low_hi);
-        const __m512i step = kUnitStep ? _mm512_set1_epi32(1) : _mm512_permutex2var_epi32(step_lo, b, step_hi);
+        // A unit step subtracts -1, the all-ones vector: one vpternlogd where a 1 would be rebuilt
+        // with a port-5 broadcast in every iteration (GCC keeps neither constant in a register).
+        if constexpr (kUnitStep) return _mm512_mask_sub_epi32(low, gt, low, _mm512_set1_epi32(-1));
+        const __m512i step = _mm512_permutex2var_epi32(step_lo, b, step_hi);
         return _mm512_mask_add_epi32(low, gt, low, step);
     }
 };
@@ -331,10 +334,6 @@ HWY_INLINE __m512i indices512(__m512 y, const Buckets512& s) {
 HWY_INLINE __m512 load16_as_float(const float* p) { return _mm512_loadu_ps(p); }
 HWY_INLINE __m512 load16_as_float(const kbit_half* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-HWY_INLINE __m512 load16_as_float(const kbit_bf16* p) {
-    const __m512i bits = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
 }
 #endif  // HWY_TARGET == HWY_AVX3
 
@@ -416,9 +415,21 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
         if (blocksize % 32 == 0 && s.valid && !std::isinf(rs)) {
             const __m512 r = _mm512_set1_ps(rs);
             for (int64_t i = 0; i < blocksize; i += 32) {
-                const __m512 v0 = load16_as_float(x + i), v1 = load16_as_float(x + i + 16);
-                const __m512 even = _mm512_mul_ps(_mm512_permutex2var_ps(v0, even_lanes, v1), r);
-                const __m512 odd = _mm512_mul_ps(_mm512_permutex2var_ps(v0, odd_lanes, v1), r);
+                __m512 even, odd;
+                if constexpr (std::is_same_v<T, kbit_bf16>) {
+                    // 32 bf16 in one vector: as 16 dwords, element 2k is the low half of dword k and
+                    // 2k + 1 the high half, so a shift and a mask give both halves as fp32 (exact),
+                    // in order, without the widening loads and the two permutes.
+                    const __m512i w = _mm512_loadu_si512(x + i);
+                    even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+                    odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+                } else {
+                    const __m512 v0 = load16_as_float(x + i), v1 = load16_as_float(x + i + 16);
+                    even = _mm512_permutex2var_ps(v0, even_lanes, v1);
+                    odd = _mm512_permutex2var_ps(v0, odd_lanes, v1);
+                }
+                even = _mm512_mul_ps(even, r);
+                odd = _mm512_mul_ps(odd, r);
                 const __m512i bytes =
                     _mm512_or_si512(_mm512_slli_epi32(indices512<Q>(even, s), 4), indices512<Q>(odd, s));
                 _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i / 2), _mm512_cvtepi32_epi8(bytes));
