@@ -14,8 +14,12 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <atomic>
 #include <functional>
 #include <future>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -196,6 +200,76 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
+// The command's threads: OMP_NUM_THREADS (its first level), else the CPUs this process may run on.
+// The command splits the work itself (ComputeThreads) and calls the backend from each of its threads
+// with one OpenMP thread: libgomp reads OMP_NUM_THREADS when the backend is loaded, which is after
+// this. The backend's own split is static, so a team member that the writing thread displaces holds
+// up the whole team at the end of every call (measured: two OpenMP threads beside the writer on two
+// cores were slower than one); the command's pieces are claimed one at a time, so the threads the
+// writer leaves alone take more of them.
+int command_threads() {
+    int n = 0;
+    if (const char* e = std::getenv("OMP_NUM_THREADS")) n = std::atoi(e);
+    if (n <= 0) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    setenv("OMP_NUM_THREADS", "1", 1);
+    return std::max(n, 1);
+}
+
+// Runs body(begin, end) over [0, total) in pieces of `piece` (the last one shorter) on `threads`
+// threads, the calling one among them, each taking the next piece when it finishes one. The first
+// failure stops the others taking pieces and is rethrown here.
+class ComputeThreads {
+  public:
+    explicit ComputeThreads(int threads) : threads_(threads) {}
+    int count() const { return threads_; }
+    void run(int64_t total, int64_t piece, const std::function<void(int64_t, int64_t)>& body) const {
+        const int64_t pieces = (total + piece - 1) / piece;
+        if (threads_ < 2 || pieces < 2) {
+            if (total > 0) body(0, total);
+            return;
+        }
+        std::atomic<int64_t> next{0};
+        std::atomic<bool> failed{false};
+        std::mutex m;
+        std::string failure;
+        auto work = [&] {
+            try {
+                for (int64_t p; !failed.load(std::memory_order_relaxed) && (p = next.fetch_add(1)) < pieces;)
+                    body(p * piece, std::min(total, (p + 1) * piece));
+            } catch (const std::exception& e) {  // Failure, bad_alloc: the message is read in this thread
+                std::lock_guard<std::mutex> lock(m);
+                if (!failed.exchange(true)) failure = e.what();
+            }
+        };
+        std::vector<std::thread> helpers;
+        for (int t = 1; t < std::min<int64_t>(threads_, pieces); ++t) {
+            try {
+                helpers.emplace_back(work);
+            } catch (const std::system_error&) {  // no more threads: the ones running take every piece
+                break;
+            }
+        }
+        work();
+        for (std::thread& h : helpers) h.join();
+        if (failed) throw Failure(failure);
+    }
+
+  private:
+    int threads_;
+};
+
+// Elements per piece of a tensor: small enough that two threads end a 4096x4096 weight within a few
+// percent of each other, large enough that the backend's per-call checks do not show.
+constexpr int64_t kPieceElements = int64_t{1} << 18;
+// A 4-bit piece: whole blocks, and an even count, so that each piece starts on a whole packed byte.
+int64_t piece_of(int64_t blocksize) {
+    const int64_t unit = blocksize % 2 == 0 ? blocksize : 2 * blocksize;
+    return std::max<int64_t>(1, kPieceElements / unit) * unit;
+}
+
 // The input opened, the CPU backend's tables, and where the output goes.
 struct Job {
     std::string in, out;
@@ -206,7 +280,7 @@ struct Job {
     const kbit_4bit_table* t4 = nullptr;
     const kbit_8bit_table* t8 = nullptr;
     std::vector<kbit_io_writer*> writers;  // one per shard
-    bool write_behind = false;             // writes on a thread of their own (split_threads())
+    ComputeThreads compute{1};             // the command's computing threads (command_threads())
     ~Job() {
         for (kbit_io_writer* w : writers) kbit_io_writer_discard(w);
         if (ck) kbit_io_close(ck);
@@ -220,24 +294,6 @@ void check(kbit_status s, const char* what) {
 }
 void check_io(kbit_status s) {
     if (s != KBIT_STATUS_SUCCESS) throw Failure(kbit_io_last_error_message());
-}
-
-// The command's threads: OMP_NUM_THREADS (its first level), else the CPUs this process may run on.
-// With two or more, one writes (WriteBehind) and the backend's OpenMP team gets the others: the two
-// must not share a core, or the team's static split waits for its descheduled member (measured: two
-// computing threads and the writer on two cores were slower than one computing thread and the
-// writer). libgomp reads OMP_NUM_THREADS when the backend is loaded, which is after this. Returns
-// whether the writes get their own thread.
-bool split_threads() {
-    int n = 0;
-    if (const char* e = std::getenv("OMP_NUM_THREADS")) n = std::atoi(e);
-    if (n <= 0) {
-        cpu_set_t set;
-        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    }
-    if (n < 2) return false;
-    setenv("OMP_NUM_THREADS", std::to_string(n - 1).c_str(), 1);
-    return true;
 }
 
 // Writes each finished tensor on a thread of its own (when `threaded`), so that writing tensor i (the
@@ -286,7 +342,7 @@ void open_job(Job& j) {
         j.in = j.in.find('/') == std::string::npos ? "." : j.in.substr(0, j.in.rfind('/'));
     j.dir = is_dir(j.in);
     check_io(kbit_io_open(j.in.c_str(), &j.ck));
-    j.write_behind = split_threads();
+    j.compute = ComputeThreads(command_threads());
     check(kbit_loader_open("cpu", &j.backend), "the CPU backend");
     j.t4 = kbit_loader_4bit_table(j.backend);
     j.t8 = kbit_loader_8bit_table(j.backend);
@@ -506,7 +562,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             check_io(kbit_io_writer_declare_quant(w, &layer));
         }
     size_t quantized = 0;
-    WriteBehind write_behind(j.write_behind);
+    WriteBehind write_behind(j.compute.count() > 1);
     for (size_t i = 0; i < count; ++i) {
         const kbit_io_tensor* t;
         check_io(kbit_io_tensor_at(j.ck, i, &t));
@@ -531,20 +587,20 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             if (cols > INT32_MAX) throw Failure(fmt("%s: %" PRId64 " columns, more than int8 quantization takes", t->name, cols));
             // bitsandbytes quantizes the float16 copy of the weight.
             half.resize(static_cast<size_t>(n));
-            if (dt == KBIT_DTYPE_FP16) std::memcpy(half.data(), data, static_cast<size_t>(n) * 2);
-            else if (dt == KBIT_DTYPE_BF16)
-                for (int64_t k = 0; k < n; ++k) half[k] = kbit::float_to_half(kbit::bf16_to_float(static_cast<const uint16_t*>(data)[k]));
-            else
-                for (int64_t k = 0; k < n; ++k) half[k] = kbit::float_to_half(static_cast<const float*>(data)[k]);
             cb.resize(static_cast<size_t>(n));
             scb.resize(static_cast<size_t>(rows));
-            const int64_t chunk = std::max<int64_t>(1, INT32_MAX / std::max<int64_t>(cols, 1));
-            for (int64_t r = 0; r < rows; r += chunk) {
-                const int64_t m = std::min(chunk, rows - r);
-                check(j.t8->cint8_vector_quant(reinterpret_cast<kbit_half*>(half.data() + r * cols), cb.data() + r * cols,
-                                               scb.data() + r, 0.0f, static_cast<int>(m), static_cast<int>(cols), nullptr),
+            j.compute.run(rows, std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+                const int64_t k0 = r0 * cols, k1 = r1 * cols;
+                if (dt == KBIT_DTYPE_FP16) std::memcpy(half.data() + k0, static_cast<const uint16_t*>(data) + k0, static_cast<size_t>(k1 - k0) * 2);
+                else if (dt == KBIT_DTYPE_BF16)
+                    for (int64_t k = k0; k < k1; ++k) half[k] = kbit::float_to_half(kbit::bf16_to_float(static_cast<const uint16_t*>(data)[k]));
+                else
+                    for (int64_t k = k0; k < k1; ++k) half[k] = kbit::float_to_half(static_cast<const float*>(data)[k]);
+                // a piece is one row or at most kPieceElements: rows x cols fits the int arguments
+                check(j.t8->cint8_vector_quant(reinterpret_cast<kbit_half*>(half.data() + k0), cb.data() + k0, scb.data() + r0,
+                                               0.0f, static_cast<int>(r1 - r0), static_cast<int>(cols), nullptr),
                       t->name);
-            }
+            });
             layer.weight = cb.data();
             layer.scb = scb.data();
             added = {module + ".weight", module + ".SCB", module + ".weight_format"};
@@ -552,9 +608,14 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             const int64_t blocks = (n + o.blocksize - 1) / o.blocksize;
             packed.resize(static_cast<size_t>((n + 1) / 2));
             absmax.resize(static_cast<size_t>(blocks));
-            check(j.t4->kbit_quantize_4bit(o.format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, dt, data,
-                                           absmax.data(), packed.data(), o.blocksize, n, nullptr),
-                  t->name);
+            const size_t elem = dtype_size(dt);
+            const int64_t bs = o.blocksize;
+            j.compute.run(n, piece_of(bs), [&](int64_t begin, int64_t end) {
+                check(j.t4->kbit_quantize_4bit(o.format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, dt,
+                                               static_cast<const char*>(data) + begin * elem, absmax.data() + begin / bs,
+                                               packed.data() + begin / 2, bs, end - begin, nullptr),
+                      t->name);
+            });
             layer.weight = packed.data();
             layer.quant_map = qmap.data();
             layer.absmax = absmax.data();
@@ -649,10 +710,9 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     Progress progress("kbit dequantize", quiet, count, total_in);
     std::map<std::string, size_t> weight_map;
     std::vector<float> absmax;
-    std::vector<uint16_t> half_row;
     std::vector<uint8_t> outputs[2];  // one being written while the other is computed
     size_t dequantized = 0;
-    WriteBehind write_behind(j.write_behind);
+    WriteBehind write_behind(j.compute.count() > 1);
     auto dense_dtype = [&](const kbit_io_quant* q) {
         return out_dtype >= 0 ? out_dtype : q->format == KBIT_IO_FORMAT_INT8 ? KBIT_DTYPE_FP16 : q->dtype;
     };
@@ -694,24 +754,25 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
             const int8_t* cbp = static_cast<const int8_t*>(q->weight);
             std::vector<float> scb_copy(static_cast<size_t>(rows));  // copied: the file may not align it
             std::memcpy(scb_copy.data(), static_cast<const void*>(q->scb), static_cast<size_t>(rows) * 4);
-            std::vector<float> row(static_cast<size_t>(cols));
-            for (int64_t r = 0; r < rows; ++r) {
-                // bitsandbytes' int8_vectorwise_dequant: CB * SCB * (1 / 127) in float32.
-                const int8_t* in = cbp + r * cols;
-                for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<float>(in[c]) * scb_copy[r] * 7.874015718698502e-3f;
-                uint8_t* dst = out.data() + static_cast<size_t>(r * cols) * dtype_size(dt);
-                if (dt == KBIT_DTYPE_FP32) {
-                    std::memcpy(dst, row.data(), static_cast<size_t>(cols) * 4);
-                    continue;
+            j.compute.run(rows, std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+                std::vector<float> row(static_cast<size_t>(cols));
+                std::vector<uint16_t> h(dt == KBIT_DTYPE_FP32 ? 0 : static_cast<size_t>(cols));
+                for (int64_t r = r0; r < r1; ++r) {
+                    // bitsandbytes' int8_vectorwise_dequant: CB * SCB * (1 / 127) in float32.
+                    const int8_t* in = cbp + r * cols;
+                    for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<float>(in[c]) * scb_copy[r] * 7.874015718698502e-3f;
+                    uint8_t* dst = out.data() + static_cast<size_t>(r * cols) * dtype_size(dt);
+                    if (dt == KBIT_DTYPE_FP32) {
+                        std::memcpy(dst, row.data(), static_cast<size_t>(cols) * 4);
+                        continue;
+                    }
+                    if (dt == KBIT_DTYPE_FP16)
+                        for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_half(row[c]);
+                    else
+                        for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_bf16(row[c]);
+                    std::memcpy(dst, h.data(), static_cast<size_t>(cols) * 2);
                 }
-                std::vector<uint16_t>& h = half_row;
-                h.resize(static_cast<size_t>(cols));
-                if (dt == KBIT_DTYPE_FP16)
-                    for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_half(row[c]);
-                else
-                    for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_bf16(row[c]);
-                std::memcpy(dst, h.data(), static_cast<size_t>(cols) * 2);
-            }
+            });
         } else {
             absmax.resize(q->blocks);
             if (q->nested) {
@@ -725,10 +786,14 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
             } else {
                 std::memcpy(absmax.data(), q->absmax, q->absmax_bytes);
             }
-            check(j.t4->kbit_dequantize_4bit(q->format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, dt,
-                                             static_cast<const uint8_t*>(q->weight), absmax.data(), out.data(),
-                                             q->blocksize, n, nullptr),
-                  t->name);
+            const int64_t bs = q->blocksize;
+            const size_t elem = dtype_size(dt);
+            j.compute.run(n, piece_of(bs), [&](int64_t begin, int64_t end) {
+                check(j.t4->kbit_dequantize_4bit(q->format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, dt,
+                                                 static_cast<const uint8_t*>(q->weight) + begin / 2, absmax.data() + begin / bs,
+                                                 out.data() + begin * elem, bs, end - begin, nullptr),
+                      t->name);
+            });
         }
         write_behind.submit([=, data = out.data()] {
             check_io(kbit_io_writer_add(w, t->name, io_dtype_of(dt), q->ndim, q->shape, data));
