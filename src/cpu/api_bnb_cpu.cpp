@@ -24,7 +24,7 @@ namespace kbit::cpu {
 const BnbCpuKernels& bnb_cpu_kernels() {
     static const BnbCpuKernels table = [] {
         BnbCpuKernels t{&ref::bnb_cpu_gemv_4bit_groups};
-        override_bnb_cpu_avx512(t);
+        override_bnb_cpu_simd(t);
         return t;
     }();
     return table;

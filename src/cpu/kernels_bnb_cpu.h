@@ -1,8 +1,8 @@
 // kernels_bnb_cpu.h — the kernel table of the bitsandbytes-CPU interface (kbit_bnb_cpu.h; the idiom of
 // every family: cpu_isa.h). Its quantizers and dequantizers are the 4-bit and 8-bit kernels
 // (kernels_4bit.h, kernels_8bit.h); only the GEMV on bitsandbytes' repacked weight layout is its own:
-// the scalar reference (ref_bnb_cpu.h) fills the slot, kernels_bnb_gemv_avx512.cpp overrides it under
-// the AVX-512 ISA. Both are class F (fp32 block sums in their own order).
+// the scalar reference (ref_bnb_cpu.h) fills the slot, kernels_bnb_gemv_simd.cpp overrides it under
+// the AVX2 and AVX-512 ISAs. Both are class F (fp32 block sums in their own order).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ struct BnbCpuKernels {
 // The table of the active ISA, assembled once (api_bnb_cpu.cpp).
 const BnbCpuKernels& bnb_cpu_kernels();
 
-// Override hook of the AVX-512 source (see cpu_isa.h).
-void override_bnb_cpu_avx512(BnbCpuKernels& table);  // kernels_bnb_gemv_avx512.cpp
+// Override hook of the SIMD source (see cpu_isa.h).
+void override_bnb_cpu_simd(BnbCpuKernels& table);  // kernels_bnb_gemv_simd.cpp
 
 }  // namespace kbit::cpu
