@@ -439,9 +439,21 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
 #endif
         const auto r = hn::Set(df, rs);
         for (int64_t i = 0; i < blocksize; i += 16) {
-            const auto v0 = LoadAsFloat(df, x + i), v1 = LoadAsFloat(df, x + i + 8);
-            const auto even = hn::Mul(hn::ConcatEven(df, v1, v0), r);  // e0, e2, ..., e14
-            const auto odd = hn::Mul(hn::ConcatOdd(df, v1, v0), r);
+            VF even, odd;  // e0, e2, ..., e14 and e1, e3, ..., e15
+            if constexpr (std::is_same_v<T, kbit_bf16>) {
+                // As in the 512-bit loop: 16 bf16 are 8 dwords, split by a shift and a mask (exact),
+                // where the two widening loads and the two cross-lane concatenations cost 4 shuffles.
+                const DU32 du;
+                const auto w = hn::BitCast(du, hn::LoadU(DU16(), reinterpret_cast<const uint16_t*>(x + i)));
+                even = hn::BitCast(df, hn::ShiftLeft<16>(w));
+                odd = hn::BitCast(df, hn::And(w, hn::Set(du, 0xFFFF0000u)));
+            } else {
+                const auto v0 = LoadAsFloat(df, x + i), v1 = LoadAsFloat(df, x + i + 8);
+                even = hn::ConcatEven(df, v1, v0);
+                odd = hn::ConcatOdd(df, v1, v0);
+            }
+            even = hn::Mul(even, r);
+            odd = hn::Mul(odd, r);
             const auto bytes = hn::Or(hn::ShiftLeft<4>(indices<Q>(even, st)), indices<Q>(odd, st));
             hn::StoreU(hn::U8FromU32(bytes), hn::Full64<uint8_t>(), o + i / 2);
         }
