@@ -37,6 +37,27 @@
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu {
 namespace HWY_NAMESPACE {
+namespace {
+// Software prefetches, measured with the weights cold (4096x4096, one Sapphire Rapids core): the
+// weights are one sequential stream, yet with the hardware prefetchers alone (which do not cross
+// 4 KB pages) it ran at 6.6 GB/s against 14.0 warm; 4 KB ahead: 10.0-10.4 GB/s (1 KB
+// 9.4, 2 KB 10.0-10.3, 8 KB alike). The 32 scales of a group's block are one 64-byte line N * 2
+// bytes past the previous block's, in another page: prefetched 4 blocks ahead (3-5% more).
+constexpr int64_t kWeightPrefetchBytes = 4096;
+constexpr int64_t kScalePrefetchBlocks = 4;
+
+// Prefetches the 32 scales of group g's block kScalePrefetchBlocks after `block`, in the next group
+// once this one ends.
+HWY_INLINE void prefetch_scales(const kbit_bf16* absmax, int64_t N, int64_t blocks, int64_t block, int64_t g) {
+    int64_t ahead_block = block + kScalePrefetchBlocks, ahead_group = g;
+    if (ahead_block >= blocks) {
+        ahead_block -= blocks;
+        ++ahead_group;
+    }
+    if (ahead_block < blocks) hwy::Prefetch(absmax + ahead_block * N + 32 * ahead_group);
+}
+}  // namespace
+
 #if HWY_TARGET == HWY_AVX3
 namespace {
 
@@ -55,13 +76,6 @@ HWY_INLINE VF load_bf16(const kbit_bf16* p) {
     return hn::BitCast(df, hn::ShiftLeft<16>(bits));
 }
 
-// Software prefetches, measured with the weights cold (4096x4096, one Sapphire Rapids core): the
-// weights are one sequential stream, yet with the hardware prefetchers alone (which do not cross
-// 4 KB pages) it ran at 6.6 GB/s against 14.0 warm; 4 KB ahead: 10.0-10.4 GB/s (1 KB
-// 9.4, 2 KB 10.0-10.3, 8 KB alike). The 32 scales of a group's block are one 64-byte line N * 2
-// bytes past the previous block's, in another page: prefetched 4 blocks ahead (3-5% more).
-constexpr int64_t kWeightPrefetchBytes = 4096;
-constexpr int64_t kScalePrefetchBlocks = 4;
 
 // Activation rows mi .. mi + MT - 1 of group g: MT rows share every decoded weight vector.
 template <int MT>
@@ -73,13 +87,7 @@ HWY_INLINE void gemv_tile(const VF table, const uint8_t* wg, const kbit_bf16* x,
     for (int t = 0; t < MT; ++t) total_lo[t] = total_hi[t] = hn::Zero(df);
     const int64_t blocks = K / blocksize;
     for (int64_t k0 = 0; k0 < K; k0 += blocksize) {
-        // The scales of the block kScalePrefetchBlocks ahead, in the next group once this one ends.
-        int64_t ahead_block = k0 / blocksize + kScalePrefetchBlocks, ahead_group = g;
-        if (ahead_block >= blocks) {
-            ahead_block -= blocks;
-            ++ahead_group;
-        }
-        if (ahead_block < blocks) hwy::Prefetch(absmax + ahead_block * N + 32 * ahead_group);
+        prefetch_scales(absmax, N, blocks, k0 / blocksize, g);
         VF lo_e[MT], lo_o[MT], hi_e[MT], hi_o[MT];
         for (int t = 0; t < MT; ++t) lo_e[t] = lo_o[t] = hi_e[t] = hi_o[t] = hn::Zero(df);
         for (int64_t kk = k0 / 2; kk < (k0 + blocksize) / 2; ++kk) {
@@ -146,9 +154,6 @@ void OverrideBnbCpu512(BnbCpuKernels& t) { t.gemv_groups = &gemv_groups; }
 #if HWY_TARGET == HWY_AVX2
 namespace {
 
-constexpr int64_t kWeightPrefetchBytes = 4096;  // as for AVX-512 (measured there)
-constexpr int64_t kScalePrefetchBlocks = 4;
-
 // table[q] for the nibble at bit `s` of each lane of v: entries 0-7 or 8-15 by the nibble's bit 3.
 template <int S>
 HWY_INLINE __m256 lookup(__m256i v, __m256 table_lo, __m256 table_hi) {
@@ -175,12 +180,7 @@ HWY_INLINE void gemv_tile(__m256 table_lo, __m256 table_hi, const uint8_t* wg, c
         for (int r = 0; r < 4; ++r) total[t][r] = _mm256_setzero_ps();
     const int64_t blocks = K / blocksize;
     for (int64_t k0 = 0; k0 < K; k0 += blocksize) {
-        int64_t ahead_block = k0 / blocksize + kScalePrefetchBlocks, ahead_group = g;
-        if (ahead_block >= blocks) {
-            ahead_block -= blocks;
-            ++ahead_group;
-        }
-        if (ahead_block < blocks) hwy::Prefetch(absmax + ahead_block * N + 32 * ahead_group);
+        prefetch_scales(absmax, N, blocks, k0 / blocksize, g);
         __m256 sum[MT][4];
         for (int t = 0; t < MT; ++t)
             for (int r = 0; r < 4; ++r) sum[t][r] = _mm256_setzero_ps();
