@@ -39,6 +39,7 @@
 #include "kbit/kbit_loader.h"
 #include "kbit_dynamic_map.h"
 #include "kbit_half.h"
+#include "kbit_half_array.h"
 
 namespace kbit::cli {
 
@@ -592,10 +593,8 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             j.compute.run(rows, std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
                 const int64_t k0 = r0 * cols, k1 = r1 * cols;
                 if (dt == KBIT_DTYPE_FP16) std::memcpy(half.data() + k0, static_cast<const uint16_t*>(data) + k0, static_cast<size_t>(k1 - k0) * 2);
-                else if (dt == KBIT_DTYPE_BF16)
-                    for (int64_t k = k0; k < k1; ++k) half[k] = kbit::float_to_half(kbit::bf16_to_float(static_cast<const uint16_t*>(data)[k]));
-                else
-                    for (int64_t k = k0; k < k1; ++k) half[k] = kbit::float_to_half(static_cast<const float*>(data)[k]);
+                else if (dt == KBIT_DTYPE_BF16) kbit::bf16_to_half_array(static_cast<const uint16_t*>(data) + k0, half.data() + k0, k1 - k0);
+                else kbit::float_to_half_array(static_cast<const float*>(data) + k0, half.data() + k0, k1 - k0);
                 // a piece is one row or at most kPieceElements: rows x cols fits the int arguments
                 check(j.t8->cint8_vector_quant(reinterpret_cast<kbit_half*>(half.data() + k0), cb.data() + k0, scb.data() + r0,
                                                0.0f, static_cast<int>(r1 - r0), static_cast<int>(cols), nullptr),

@@ -6,6 +6,7 @@
 
 #include "kbit_code8.h"
 #include "kbit_formats.h"
+#include "kbit_half_array.h"
 #include "testutil.h"
 
 using kbit_test::bits_of;
@@ -139,4 +140,38 @@ TEST_CASE("formats: fp16 and bf16 conversions round to nearest even", "[formats]
     CHECK(float_to_bf16(-0.0f) == 0x8000);
     CHECK((float_to_bf16(NAN) & 0x7FC0) == 0x7FC0);
     CHECK(bf16_to_float(0x3F80) == 1.0f);
+}
+
+// The array conversions of the `kbit` command (F16C where the CPU has it) against float_to_half:
+// every bf16 value, and fp32 values at and around every fp16 rounding boundary of every exponent
+// (ties, one ulp either side, the largest and smallest mantissas), both signs, NaN payloads,
+// infinities, fp32 subnormals; lengths that leave a scalar tail.
+TEST_CASE("formats: fp16 array conversions equal float_to_half", "[formats]") {
+    using namespace kbit;
+    std::vector<uint16_t> bf(0x10001), out(bf.size());
+    for (uint32_t h = 0; h < 0x10000; ++h) bf[h] = static_cast<uint16_t>(h);
+    bf[0x10000] = 0x3F80;
+    bf16_to_half_array(bf.data(), out.data(), static_cast<int64_t>(bf.size()));
+    for (size_t i = 0; i < bf.size(); ++i) {
+        INFO("bf16 bits 0x" << std::hex << bf[i]);
+        REQUIRE(out[i] == float_to_half(bf16_to_float(bf[i])));
+    }
+    std::vector<float> f;
+    for (uint32_t sign : {0u, 0x80000000u})
+        for (uint32_t exp = 0; exp < 256; ++exp)
+            for (uint32_t m13 = 0; m13 < 0x400; m13 += 7)  // the fp16 mantissa bits (above bit 13)
+                for (uint32_t low : {0u, 1u, 0xFFFu, 0x1000u, 0x1001u, 0x1FFFu, 0x0800u, 0x17FFu}) {
+                    const uint32_t man = ((m13 << 13) | low) & 0x7FFFFFu;
+                    f.push_back(bits_float(sign | (exp << 23) | man));
+                }
+    for (uint32_t u : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFBFE000u, 0x7FFFFFFFu, 0x00000001u,
+                       0x807FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x33000000u, 0x33000001u, 0x387FFFFFu, 0x38800000u})
+        f.push_back(bits_float(u));
+    f.push_back(1.0f);  // a length that is not a multiple of 8
+    std::vector<uint16_t> h(f.size());
+    float_to_half_array(f.data(), h.data(), static_cast<int64_t>(f.size()));
+    for (size_t i = 0; i < f.size(); ++i) {
+        INFO("fp32 bits 0x" << std::hex << float_bits(f[i]));
+        REQUIRE(h[i] == float_to_half(f[i]));
+    }
 }
