@@ -15,6 +15,7 @@
 #include "kbit_half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -39,8 +40,13 @@ __attribute__((target("avx2,f16c"))) inline int64_t fp32_f16c(const float* src, 
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     return i;
 }
+// AVX2 (which includes the OS's support of the 256-bit state) and F16C: CPUID.1:ECX bit 29, read
+// with cpuid because clang's __builtin_cpu_supports does not know "f16c".
 inline bool f16c() {
-    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    static const bool has = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+    }();
     return has;
 }
 #endif
