@@ -766,7 +766,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
                         continue;
                     }
                     if (dt == KBIT_DTYPE_FP16)
-                        for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_half(row[c]);
+                        kbit::float_to_half_array(row.data(), h.data(), cols);
                     else
                         for (int64_t c = 0; c < cols; ++c) h[c] = kbit::float_to_bf16(row[c]);
                     std::memcpy(dst, h.data(), static_cast<size_t>(cols) * 2);
