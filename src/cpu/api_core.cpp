@@ -7,13 +7,12 @@
 #include <cstring>
 #include <string>
 
+#include "aligned_buffer.h"
 #include "cpu_isa.h"
 #include "kernels_8bit.h"
 #include "kbit_export_core.h"
 
 namespace {
-
-constexpr size_t kAlignment = 64;
 
 std::string describe() {
     using namespace kbit::cpu;
@@ -45,9 +44,7 @@ const char* backend_name() { return "cpu"; }
 std::string backend_info() { return describe(); }
 
 kbit_status device_malloc(const char* fn, void** ptr, size_t bytes) {
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (rounded < bytes) return set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu bytes cannot be allocated", bytes);
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    void* p = kbit::cpu::aligned_alloc64(bytes);
     if (p == nullptr) return set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "allocation of %zu bytes failed", bytes);
     *ptr = p;
     return KBIT_STATUS_SUCCESS;

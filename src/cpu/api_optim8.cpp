@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "aligned_buffer.h"
 #include "kbit_export_optim8.h"
 #include "kernels_optim8.h"
 #include "parallel_range.h"
@@ -20,7 +21,6 @@ auto parallel(int64_t grain) {
     return [grain](int64_t count, auto&& fn) { kbit::cpu::parallel_range(count, grain, fn); };
 }
 
-constexpr size_t kManagedAlignment = 64;
 constexpr int64_t kFillChunk = int64_t{1} << 20;  // elements per thread at least
 
 }  // namespace
@@ -45,12 +45,7 @@ kbit_status optim8_blockwise(const char*, optim::Kind kind, const optim::Hyper& 
 }
 
 void* managed_alloc(const char* fn, size_t bytes) {
-    const size_t rounded = (bytes + kManagedAlignment - 1) / kManagedAlignment * kManagedAlignment;
-    if (rounded < bytes) {
-        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu bytes cannot be allocated", bytes);
-        return nullptr;
-    }
-    void* result = std::aligned_alloc(kManagedAlignment, rounded);
+    void* result = kbit::cpu::aligned_alloc64(bytes);
     if (result == nullptr) set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "allocation of %zu bytes failed", bytes);
     return result;
 }
