@@ -270,6 +270,8 @@ int64_t piece_of(int64_t blocksize) {
     const int64_t unit = blocksize % 2 == 0 ? blocksize : 2 * blocksize;
     return std::max<int64_t>(1, kPieceElements / unit) * unit;
 }
+// An int8 piece: whole rows (each row has its own scale), at least one.
+int64_t rows_per_piece(int64_t cols) { return std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)); }
 
 // The input opened, the CPU backend's tables, and where the output goes.
 struct Job {
@@ -590,7 +592,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             half.resize(static_cast<size_t>(n));
             cb.resize(static_cast<size_t>(n));
             scb.resize(static_cast<size_t>(rows));
-            j.compute.run(rows, std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+            j.compute.run(rows, rows_per_piece(cols), [&](int64_t r0, int64_t r1) {
                 const int64_t k0 = r0 * cols, k1 = r1 * cols;
                 if (dt == KBIT_DTYPE_FP16) std::memcpy(half.data() + k0, static_cast<const uint16_t*>(data) + k0, static_cast<size_t>(k1 - k0) * 2);
                 else if (dt == KBIT_DTYPE_BF16) kbit::bf16_to_half_array(static_cast<const uint16_t*>(data) + k0, half.data() + k0, k1 - k0);
@@ -753,7 +755,7 @@ int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
             const int8_t* cbp = static_cast<const int8_t*>(q->weight);
             std::vector<float> scb_copy(static_cast<size_t>(rows));  // copied: the file may not align it
             std::memcpy(scb_copy.data(), static_cast<const void*>(q->scb), static_cast<size_t>(rows) * 4);
-            j.compute.run(rows, std::max<int64_t>(1, kPieceElements / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+            j.compute.run(rows, rows_per_piece(cols), [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 std::vector<uint16_t> h(dt == KBIT_DTYPE_FP32 ? 0 : static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
