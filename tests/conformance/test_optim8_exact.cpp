@@ -247,3 +247,89 @@ TEST_CASE("optim8 exact: the backend's OpenMP thread count is really varied by t
     CHECK(threads.get() == 2);
     threads.set(saved);
 }
+
+namespace {
+
+// Floats k units in the last place from x (k may be negative), in the order of their bits.
+float ulps_from(float x, int k) {
+    for (; k > 0; --k) x = std::nextafter(x, INFINITY);
+    for (; k < 0; ++k) x = std::nextafter(x, -INFINITY);
+    return x;
+}
+
+// Whether the code of state s under absmax depends on computing s / absmax exactly: the reference's
+// code (quantize8, a division) differs from the code of s * (1 / absmax), the multiply a kernel may
+// use instead.
+bool division_decides(const std::vector<float>& code, bool is_signed, float s, float absmax) {
+    uint8_t fast = kbit::code8_index(code.data(), s * (1.0f / absmax));
+    if (is_signed) fast = kbit::optim::sign_fix8(code.data(), fast, s);
+    return fast != kbit::optim::quantize8(code.data(), s, absmax, is_signed);
+}
+
+}  // namespace
+
+TEST_CASE("optim8 exact: 8-bit Adam re-quantizes states a few ulps from a code boundary like the reference (fp32)", "[optim8][exact][boundary]") {
+    if (!backend().has_optim8()) return;
+    // beta1 = beta2 = 0 on a zero state: m = g and v = RN(g * g), so the gradients place the states.
+    // Each block's lane 0 holds g = A, the absmax of m (and RN(A * A) that of v), A different per
+    // block; its other lanes hold gradients whose m or v the division decides the code of: near a
+    // midpoint of the map's neighbouring entries times the absmax.
+    const auto q1 = dynamic_map(true), q2 = dynamic_map(false);
+    const auto& f = optim8_function(Kind::Adam, KBIT_DTYPE_FP32);
+    std::vector<float> g;
+    size_t m_count = 0, v_count = 0;
+    for (int e = -12; e <= 12; ++e) {
+        const float A = 0.3f * std::pow(1.37f, static_cast<float>(e)), A2 = A * A;
+        std::vector<float> m_grads, v_grads;
+        for (int i = 0; i + 1 < 256; ++i) {
+            for (int k = -4; k <= 4; ++k) {
+                const float m = ulps_from((q1[i] + q1[i + 1]) * 0.5f, k) * A;
+                if (std::fabs(m) < A && division_decides(q1, true, m, A)) m_grads.push_back(m);
+                const float root = std::sqrt(ulps_from((q2[i] + q2[i + 1]) * 0.5f, k) * A2);
+                for (int d = -2; d <= 2; ++d) {
+                    const float r = ulps_from(root, d);
+                    if (r < A && division_decides(q2, false, r * r, A2)) v_grads.push_back(k % 2 ? -r : r);
+                }
+            }
+        }
+        m_count += m_grads.size();
+        v_count += v_grads.size();
+        for (const auto* src : {&m_grads, &v_grads}) {
+            for (size_t i = 0; i < src->size(); i += 255) {
+                g.push_back(A);
+                for (size_t j = 0; j < 255; ++j) g.push_back((*src)[(i + j) % src->size()]);
+            }
+        }
+    }
+    INFO(m_count << " state1 and " << v_count << " state2 boundary gradients");
+    // Enough of them that a kernel deciding by the multiply alone gets codes wrong.
+    REQUIRE(m_count >= 500);
+    REQUIRE(v_count >= 500);
+    const int n = static_cast<int>(g.size());
+    const int64_t blocks = n / 256;
+    Hyper h = default_hyper(Kind::Adam, 1);
+    h.beta1 = h.beta2 = 0.0f;
+    const auto gd = to_dtype(g, KBIT_DTYPE_FP32);
+    const auto p = to_dtype(normal_floats(n, 7, 0.1f), KBIT_DTYPE_FP32);
+    std::vector<uint8_t> c1(n, 0), c2(n, 0);
+    std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
+    auto rp = p;
+    auto rc1 = c1, rc2 = c2;
+    auto ra1 = a1, ra2 = a2;
+    kbit::ref::optim8_step(KBIT_DTYPE_FP32, Kind::Adam, h,
+                           {rp.data(), gd.data(), rc1.data(), rc2.data(), q1.data(), q2.data(), ra1.data(),
+                            ra2.data(), n});
+    for (int threads : {1, 2}) {
+        ThreadScope scope(threads);
+        INFO(f.name << ", n " << n << ", threads " << threads);
+        DeviceBuffer<uint8_t> dg(gd), dp(p), dc1(c1), dc2(c2);
+        DeviceBuffer<float> dq1(q1), dq2(q2), da1(a1), da2(a2);
+        require_ok(f.call(dp.get(), dg.get(), dc1.get(), dc2.get(), dq1.get(), dq2.get(), da1.get(), da2.get(), h, n),
+                   f.name.c_str());
+        require_same(da1.download(), ra1, "absmax1");
+        require_same(da2.download(), ra2, "absmax2");
+        require_same(dc1.download(), rc1, "state1 codes");
+        require_same(dc2.download(), rc2, "state2 codes");
+        require_same_values(dp.download(), rp, KBIT_DTYPE_FP32, "p");
+    }
+}
