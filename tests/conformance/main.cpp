@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
                 Opt(required_kernels, "isa")["--require-kernels"](
                     "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi)"));
     if (int rc = session.applyCommandLine(argc, argv)) return rc;
+    // A test filter that matches nothing (a mistyped tag) fails the run instead of passing it empty.
+    auto& config = session.configData();
+    config.warnings = static_cast<Catch::WarnAbout::What>(config.warnings | Catch::WarnAbout::NoTests);
     if (spec.empty() && !trampolines) spec = "cpu";
     std::string error;
     if (!kbit_test::open_backend(spec, &error, trampolines)) {
