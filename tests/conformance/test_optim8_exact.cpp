@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "optim8_cases.h"
+#include "test_8bit_util.h"
 #include "ref_optim8.h"
 
 using namespace kbit_test;
@@ -250,13 +251,6 @@ TEST_CASE("optim8 exact: the backend's OpenMP thread count is really varied by t
 
 namespace {
 
-// Floats k units in the last place from x (k may be negative), in the order of their bits.
-float ulps_from(float x, int k) {
-    for (; k > 0; --k) x = std::nextafter(x, INFINITY);
-    for (; k < 0; ++k) x = std::nextafter(x, -INFINITY);
-    return x;
-}
-
 // Whether the code of state s under absmax depends on computing s / absmax exactly: the reference's
 // code (quantize8, a division) differs from the code of s * (1 / absmax), the multiply a kernel may
 // use instead.
@@ -281,16 +275,15 @@ TEST_CASE("optim8 exact: 8-bit Adam re-quantizes states a few ulps from a code b
     for (int e = -12; e <= 12; ++e) {
         const float A = 0.3f * std::pow(1.37f, static_cast<float>(e)), A2 = A * A;
         std::vector<float> m_grads, v_grads;
-        for (int i = 0; i + 1 < 256; ++i) {
-            for (int k = -4; k <= 4; ++k) {
-                const float m = ulps_from((q1[i] + q1[i + 1]) * 0.5f, k) * A;
-                if (std::fabs(m) < A && division_decides(q1, true, m, A)) m_grads.push_back(m);
-                const float root = std::sqrt(ulps_from((q2[i] + q2[i + 1]) * 0.5f, k) * A2);
-                for (int d = -2; d <= 2; ++d) {
-                    const float r = ulps_from(root, d);
-                    if (r < A && division_decides(q2, false, r * r, A2)) v_grads.push_back(k % 2 ? -r : r);
-                }
-            }
+        for (float y : midpoint_neighbours(q1, 4)) {
+            const float m = y * A;
+            if (std::fabs(m) < A && division_decides(q1, true, m, A)) m_grads.push_back(m);
+        }
+        for (float y : midpoint_neighbours(q2, 4)) {
+            const float root = std::sqrt(y * A2);
+            for (float r : {std::nextafter(root, 0.0f), root, std::nextafter(root, INFINITY)})
+                if (r < A && division_decides(q2, false, r * r, A2))
+                    v_grads.push_back(v_grads.size() % 2 ? -r : r);  // v = g * g: either sign
         }
         m_count += m_grads.size();
         v_count += v_grads.size();
