@@ -209,6 +209,65 @@ TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4
     }
 }
 
+// fp32 NaNs with any payload code 0, like the quiet NaN (a kernel that reads a bucket or table
+// index from a value's low bits must not take one from a NaN's payload).
+TEST_CASE("4bit quantize: fp32 NaN payloads code 0", "[4bit][quantize]") {
+    const uint32_t payloads[] = {0x7FC00001u, 0x7FC0001Fu, 0x7FC00011u, 0x7F800001u, 0x7F80001Eu,
+                                 0xFFC00003u, 0xFFBFFFFFu, 0x7FFFFFFFu, 0xFF80000Du, 0x7FC0FFFFu};
+    for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{4096}}) {
+        std::vector<float> x = normal_floats(static_cast<size_t>(bs * 20), 19, 0.5f);
+        std::vector<int64_t> at;
+        for (int64_t i = 3, k = 0; i < static_cast<int64_t>(x.size()); i += 37, ++k) {
+            x[i] = kbit::bits_float(payloads[k % 10]);
+            at.push_back(i);
+        }
+        for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
+            DYNAMIC_SECTION(qt_name(q) << " blocksize " << bs) {
+                check_against_ref(q, x, bs);
+                std::vector<uint8_t> packed;
+                std::vector<float> absmax;
+                backend_quantize(q, x, bs, &packed, &absmax);
+                for (int64_t i : at) {
+                    INFO("element " << i);
+                    REQUIRE(kbit::nibble_at(packed.data(), i) == 0);
+                }
+            }
+        }
+    }
+}
+
+// Every value of [-1, 1] a 16-bit type holds, and fp32 values 509 ulps apart across it, each block
+// led by 1.0 so that y = x: every code boundary of a kernel's search (or bucket edge of a table
+// look-up) is met or closely straddled.
+TEMPLATE_TEST_CASE("4bit quantize: a sweep from -1 to 1", "[4bit][quantize]", float, kbit_half, kbit_bf16) {
+    using T = TestType;
+    std::vector<float> v;
+    if constexpr (std::is_same_v<T, float>) {
+        for (uint32_t sign : {0u, 0x80000000u})
+            for (uint32_t u = 0; u <= kbit::float_bits(1.0f); u += 509) v.push_back(kbit::bits_float(sign | u));
+    } else {
+        for (uint32_t bits = 0; bits <= 0xFFFF; ++bits) {
+            T e;
+            e.bits = static_cast<uint16_t>(bits);
+            const float f = kbit::Elem<T>::load(e);
+            if (std::fabs(f) <= 1.0f) v.push_back(f);  // NaN fails the test
+        }
+    }
+    constexpr int64_t bs = 64;
+    std::vector<float> x;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (x.size() % bs == 0) x.push_back(1.0f);
+        x.push_back(v[i]);
+    }
+    while (x.size() % bs) x.push_back(0.0f);
+    const auto xs = to_elems<T>(x);
+    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
+        DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " " << v.size() << " values") {
+            check_against_ref(q, xs, bs);
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("4bit quantize: large odd n across thread boundaries", "[4bit][quantize]", float, kbit_half,
                    kbit_bf16) {
     using T = TestType;
