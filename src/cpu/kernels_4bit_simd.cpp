@@ -395,10 +395,7 @@ HWY_INLINE __m512i pack4(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
 // The codes of `vectors` runs of 32 elements from x to o (16 bytes each); run j scaled by r_of(j),
 // a broadcast 1 / absmax of its block.
 template <class T, QuantType Q, class ROf>
-HWY_INLINE void codes512(const T* x, uint8_t* o, int64_t vectors, const Buckets512& tables, ROf r_of) {
-    // A copy whose address is not taken: the byte stores below may alias `tables`, which made GCC
-    // reload every table in every iteration.
-    const Buckets512 s = tables;
+HWY_INLINE void codes512(const T* x, uint8_t* o, int64_t vectors, const Buckets512& s, ROf r_of) {
     int64_t j = 0;
     for (; j + 4 <= vectors; j += 4) {
         const __m512i c0 = codes32<T, Q>(x + 32 * j, r_of(j), s);
@@ -469,15 +466,15 @@ HWY_INLINE bool absmax_16_blocks(const T* x, int64_t blocksize, float* absmax, f
 }
 #endif
 
-// Blocks [b0, b1), all complete. The 256-bit search tables are locals of this loop (codes512 copies
-// the AVX-512 ones) so that they stay in registers: the code and absmax stores may alias a table in
-// memory, which made GCC reload the tables after every store.
+// Blocks [b0, b1), all complete. The search tables are locals of this loop so that they stay in
+// registers: the code and absmax stores may alias a table in memory (the static AVX-512 ones when
+// used through a reference), which made GCC reload the tables after every store.
 template <class T, QuantType Q>
 void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t b0, int64_t b1) {
     const DF df;
     const SearchTables st;
 #if HWY_TARGET == HWY_AVX3
-    const Buckets512& s = Q == QuantType::NF4 ? nf4_buckets() : fp4_buckets();  // codes512 copies it
+    const Buckets512 s = Q == QuantType::NF4 ? nf4_buckets() : fp4_buckets();
     const bool vectors512 = blocksize % 32 == 0 && s.valid;
 #endif
     // Block b's codes from its 1 / absmax.
@@ -517,11 +514,10 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
         for (int64_t off = 0; off < count * blocksize * static_cast<int64_t>(sizeof(T)); off += 64)
             hwy::Prefetch(x + kQuantizePrefetchBytes + off);
     };
-    auto one_block = [&](int64_t b) {
-        const float amax = BlockAbsmax(df, A + b * blocksize, blocksize, absmax_start(blocksize, blocksize));
-        absmax[b] = amax;
-        codes(b, 1.0f / amax);
+    auto block_absmax = [&](int64_t b) {
+        return absmax[b] = BlockAbsmax(df, A + b * blocksize, blocksize, absmax_start(blocksize, blocksize));
     };
+    auto one_block = [&](int64_t b) { codes(b, 1.0f / block_absmax(b)); };
     int64_t b = b0;
 #if HWY_TARGET == HWY_AVX3
     // Blocks of 32 or 64 elements 16 at a time: their codes in one run, so that the packing of four
@@ -531,21 +527,19 @@ void quantize_full_blocks(const T* A, float* absmax, uint8_t* out, int64_t block
         const int per_block = blocksize == 64 ? 1 : 0;  // log2 of the 32-element runs per block
         for (; b + 16 <= b1; b += 16) {
             prefetch(b, 16);
-            bool grouped = true;
             if constexpr (sizeof(T) == 2) {
-                grouped = absmax_16_blocks(A + b * blocksize, blocksize, absmax + b, rs);  // false: a NaN
-            } else {
-                for (int j = 0; j < 16; ++j) {
-                    absmax[b + j] = BlockAbsmax(df, A + (b + j) * blocksize, blocksize, absmax_start(blocksize, blocksize));
-                    rs[j] = 1.0f / absmax[b + j];
+                if (!absmax_16_blocks(A + b * blocksize, blocksize, absmax + b, rs)) {  // a NaN among them
+                    for (int j = 0; j < 16; ++j) one_block(b + j);
+                    continue;
                 }
+            } else {
+                for (int j = 0; j < 16; ++j) rs[j] = 1.0f / block_absmax(b + j);
             }
-            grouped = grouped && _mm512_cmp_ps_mask(_mm512_load_ps(rs), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) == 0;
-            if (grouped) {
+            if (_mm512_cmp_ps_mask(_mm512_load_ps(rs), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) == 0) {
                 codes512<T, Q>(A + b * blocksize, out + b * blocksize / 2, 16 << per_block, s,
                                [&](int64_t j) { return _mm512_set1_ps(rs[j >> per_block]); });
-            } else {  // a NaN or a zero block among them: block by block
-                for (int j = 0; j < 16; ++j) one_block(b + j);
+            } else {  // a zero block among them: block by block (codes takes the search for it)
+                for (int j = 0; j < 16; ++j) codes(b + j, rs[j]);
             }
         }
     }
