@@ -131,6 +131,11 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
                 measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
                     bnb_d(code.data(), q.data(), absmax.data(), out.data(), blocksize, n);
                 }, "bitsandbytes");
+            // What memory alone allows this traffic: the same bytes read and written with no work.
+            if (n % 64 == 0)
+                measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
+                    kbit_bench::widen_pass(q.data(), out.data(), n, sizeof(T));
+                }, "no work (the same traffic, bytes zero-extended)");
         }
     }
 }

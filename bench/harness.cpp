@@ -98,6 +98,13 @@ struct Ymm {
         if constexpr (kNonTemporal) _mm256_stream_ps(p, v);
         else _mm256_store_ps(p, v);
     }
+    static constexpr long kOutVector = 32;
+    template <int OutBytes>
+    static void widen(const uint8_t* in, uint8_t* out) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+        const __m256i v = OutBytes == 4 ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepu8_epi16(bytes);
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out), v);
+    }
 };
 
 // The probes use 512-bit vectors where the CPU has AVX-512 (one Sapphire Rapids core: reads 14.8
@@ -130,6 +137,12 @@ double Probes::copy_gbs() {
 double Probes::update_gbs() {
     const long n = static_cast<long>(n_);
     return wide() ? update_gbs_avx512(dst_, n) : update_pass<Ymm>(dst_, n);
+}
+
+void widen_pass(const uint8_t* in, void* out, long n, int out_bytes) {
+    if (wide()) return widen_pass_avx512(in, out, n, out_bytes);
+    if (out_bytes == 4) widen_pass<Ymm, 4>(in, out, n);
+    else widen_pass<Ymm, 2>(in, out, n);
 }
 
 double Roofline::balanced_gbs(const Traffic& t) const { return t.in_place ? update_gbs : copy_gbs; }

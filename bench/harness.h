@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -84,6 +85,11 @@ const Options& options();
 // rounds at `threads` OpenMP threads, after one warm-up call, and prints a CSV row.
 Result measure(const std::string& kernel, const std::string& dtype, const std::string& shape, int threads,
                const Traffic& traffic, const std::function<void()>& run, const std::string& note = "");
+
+// The traffic of a kernel that reads n bytes and writes n * out_bytes (2 or 4) non-temporally, with
+// none of its work (each byte zero-extended): beside a kernel with that traffic, the share of its
+// limit that memory alone allows. n a multiple of 64, out aligned to 64 bytes.
+void widen_pass(const uint8_t* in, void* out, long n, int out_bytes);
 
 // Whether a case named this way passes --filter.
 bool selected(const std::string& kernel, const std::string& dtype, const std::string& shape);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Roofline charts of kbit_bench results: for every row of a CSV (kbit_bench's output or
 bench/best_of.py's), the kernel's GB/s as a bar and its limit (the roofline of the same run) as a
-mark above it, kbit and bitsandbytes side by side, one PNG per suite.
+mark above it, kbit and bitsandbytes side by side (and, where the bench has one, a kernel moving
+the same traffic with no work), one PNG per suite.
 
     python3 -m venv .venv-bench && .venv-bench/bin/pip install -r bench/requirements.txt
     .venv-bench/bin/python bench/plot.py results.csv --out bench/plots --title "AMD EPYC (Zen 4), AVX-512"
@@ -47,17 +48,19 @@ def plot_suite(name, rows, out_dir, title):
     labels = [f"{r['kernel']} {r['dtype']} {r['shape']} t{r['threads']}" for r in rows]
     gbs = [float(r["gbs"]) for r in rows]
     limit = [float(r["limit_gbs"]) for r in rows]
-    peer = ["bitsandbytes" in r["note"] for r in rows]
+    # Green: kbit; orange: bitsandbytes; grey: the same traffic with no work (what memory alone allows).
+    colours = ["#d95f02" if "bitsandbytes" in r["note"] else "#999999" if r["note"].startswith("no work")
+               else "#1b9e77" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, 0.32 * len(rows) + 2), 5.5))
     xs = range(len(rows))
-    ax.bar(xs, gbs, color=["#d95f02" if p else "#1b9e77" for p in peer])
+    ax.bar(xs, gbs, color=colours)
     ax.scatter(xs, limit, marker="_", s=240, color="black", zorder=3, label="limit (roofline of the same run)")
     for x, g, lim in zip(xs, gbs, limit):
         ax.text(x, g, f"{100 * g / lim:.0f}%", ha="center", va="bottom", fontsize=6)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, rotation=75, ha="right", fontsize=6)
     ax.set_ylabel("GB/s of the kernel's own traffic")
-    ax.set_title(f"{name}: kbit (green) and bitsandbytes (orange) against their limits — {title}", fontsize=9)
+    ax.set_title(f"{name}: kbit (green), bitsandbytes (orange) and no work (grey) against their limits — {title}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     path = os.path.join(out_dir, f"roofline_{name}.png")

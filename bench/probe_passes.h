@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -116,6 +117,22 @@ double best_copy_pass(const float* src, float* dst, long n) {
     return std::max(copy_pass<W, true>(src, dst, n), copy_pass<W, false>(src, dst, n));
 }
 
+// A kernel's traffic with none of its work: `n` bytes zero-extended to `out_bytes` (2 or 4) each,
+// written non-temporally, the codes prefetched 2 KB ahead as the 8-bit dequantizers do. W provides
+// widen<OutBytes>(const uint8_t* in, void* out): one vector of outputs from the bytes at `in`, and
+// kOutVector, the bytes of that vector. n is a multiple of 64.
+template <class W, int OutBytes>
+void widen_pass(const uint8_t* in, void* out, long n) {
+    constexpr long kPerVector = W::kOutVector / OutBytes;  // input bytes per output vector
+    auto* o = static_cast<uint8_t*>(out);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(in + i + 2048), _MM_HINT_T0);  // never faults
+        for (long k = 0; k < 64; k += kPerVector) W::template widen<OutBytes>(in + i + k, o + (i + k) * OutBytes);
+    }
+    _mm_sfence();
+}
+
 }  // namespace
 
 // The same passes with 512-bit vectors (probes_avx512.cpp, compiled for AVX-512F: call them only
@@ -124,5 +141,6 @@ double read_gbs_avx512(const std::vector<float*>& src, long n, int streams, int 
 double write_gbs_avx512(float* dst, long n);
 double copy_gbs_avx512(const float* src, float* dst, long n);
 double update_gbs_avx512(float* a, long n);
+void widen_pass_avx512(const uint8_t* in, void* out, long n, int out_bytes);
 
 }  // namespace kbit_bench

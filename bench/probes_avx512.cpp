@@ -24,6 +24,19 @@ struct Zmm {
         if constexpr (kNonTemporal) _mm512_stream_ps(p, v);
         else _mm512_store_ps(p, v);
     }
+    static constexpr long kOutVector = 64;
+    template <int OutBytes>
+    static void widen(const uint8_t* in, uint8_t* out) {
+        __m512i v;
+        if constexpr (OutBytes == 4) {
+            v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+        } else {  // two 256-bit halves: the 512-bit byte-to-word form needs AVX-512BW
+            const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+            const __m256i hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16)));
+            v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(out), v);
+    }
 };
 
 }  // namespace
@@ -34,5 +47,9 @@ double read_gbs_avx512(const std::vector<float*>& src, long n, int streams, int 
 double write_gbs_avx512(float* dst, long n) { return best_write_pass<Zmm>(dst, n); }
 double copy_gbs_avx512(const float* src, float* dst, long n) { return best_copy_pass<Zmm>(src, dst, n); }
 double update_gbs_avx512(float* a, long n) { return update_pass<Zmm>(a, n); }
+void widen_pass_avx512(const uint8_t* in, void* out, long n, int out_bytes) {
+    if (out_bytes == 4) widen_pass<Zmm, 4>(in, out, n);
+    else widen_pass<Zmm, 2>(in, out, n);
+}
 
 }  // namespace kbit_bench
