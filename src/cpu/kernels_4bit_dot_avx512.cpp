@@ -97,13 +97,15 @@ struct TileSetup {
     SplitGroupScales group_scales;
     bool split_groups;
     int64_t groups_per_block;
-    int64_t row_blocks;  // blocks per weight row
+    int64_t blocks_per_group;  // split groups only: kGroup / blocksize (no division per group)
+    int64_t row_blocks;        // blocks per weight row
 
     TileSetup(const float* lut, int64_t blocksize, int64_t row_elems)
         : table(hn::LoadU(DF(), lut)),
           group_scales(blocksize),
           split_groups(blocksize < kGroup),
           groups_per_block(split_groups ? 1 : blocksize / kGroup),
+          blocks_per_group(split_groups ? kGroup / blocksize : 0),
           row_blocks(row_elems / blocksize) {}
 };
 
@@ -155,14 +157,23 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
     VF acc[MT][RT], total[MT][RT];
     for (int t = 0; t < MT; ++t)
         for (int j = 0; j < RT; ++j) acc[t][j] = total[t][j] = hn::Zero(df);
-    const int64_t base = r * row_elems;  // a multiple of blocksize
-    int64_t in_block = cols.in_block0, beta = r * s.row_blocks + cols.block0;
-    for (int64_t g = cols.c0; g < cols.c1; g += kGroup) {
+    const int64_t base = r * row_elems;  // a multiple of blocksize, which is even
+    // Row 0 of the tile at the current group, and its block's scale; row j lies j row strides on.
+    // Pointers advanced per group, where indices computed from g cost scalar uops (a signed halving
+    // and a spilled product per row) that compete with the vector work for its ports.
+    const int64_t stride = row_elems / 2;
+    const uint8_t* rows = B + (base + cols.c0) / 2;
+    const float* tile_scales = scales + r * s.row_blocks + cols.block0;
+    int64_t in_block = cols.in_block0;
+    for (int64_t g = cols.c0; g < cols.c1; g += kGroup, rows += kGroup / 2) {
         VU dwords[RT];
         for (int j = 0; j < RT; ++j) {
-            const uint8_t* row = B + (base + j * row_elems + g) / 2;
-            hwy::Prefetch(row + RT * row_elems / 2);  // row j of the next tile
+            const uint8_t* row = rows + j * stride;
+            hwy::Prefetch(row + RT * stride);  // row j of the next tile
             dwords[j] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row));
+            // In a register: GCC otherwise folds the load into each of the 8 shifts, and with it
+            // recomputes the row's address 8 times from registers it spilled to vector ones.
+            asm("" : "+v"(dwords[j].raw));
         }
         // One lookup at a time for every row, so that only RT decoded vectors are live.
         auto step = [&](auto lookup_index) {
@@ -187,28 +198,28 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
         step(std::integral_constant<int, 7>());
         if (s.split_groups) {
             for (int j = 0; j < RT; ++j) {
-                const VF scale = s.group_scales(scales + beta + j * s.row_blocks);
+                const VF scale = s.group_scales(tile_scales + j * s.row_blocks);
                 for (int t = 0; t < MT; ++t) {
                     total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
                     acc[t][j] = hn::Zero(df);
                 }
             }
-            beta += kGroup / blocksize;
+            tile_scales += s.blocks_per_group;
         } else if (++in_block == s.groups_per_block) {
             in_block = 0;
             for (int j = 0; j < RT; ++j) {
-                const VF scale = hn::Set(df, scales[beta + j * s.row_blocks]);
+                const VF scale = hn::Set(df, tile_scales[j * s.row_blocks]);
                 for (int t = 0; t < MT; ++t) {
                     total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
                     acc[t][j] = hn::Zero(df);
                 }
             }
-            ++beta;
+            ++tile_scales;
         }
     }
     if (in_block != 0)  // a block cut short by the slice's or the row's last whole group
         for (int j = 0; j < RT; ++j) {
-            const VF scale = hn::Set(df, scales[beta + j * s.row_blocks]);
+            const VF scale = hn::Set(df, tile_scales[j * s.row_blocks]);
             for (int t = 0; t < MT; ++t) total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
         }
     float reduced[8];
