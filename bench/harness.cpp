@@ -145,6 +145,13 @@ void widen_pass(const uint8_t* in, void* out, long n, int out_bytes) {
     else widen_pass<Ymm, 2>(in, out, n);
 }
 
+void adam8_pass(float* p, const float* g, uint8_t* s1, uint8_t* s2, long n) {
+    float* a = reinterpret_cast<float*>(s1);  // zero bytes, moved as floats
+    float* b = reinterpret_cast<float*>(s2);
+    if (wide()) return adam8_pass_avx512(p, g, a, b, n);
+    adam8_pass<Ymm>(p, g, a, b, n);
+}
+
 double Roofline::balanced_gbs(const Traffic& t) const { return t.in_place ? update_gbs : copy_gbs; }
 
 double Roofline::limit_seconds(const Traffic& t) const {

@@ -91,6 +91,11 @@ Result measure(const std::string& kernel, const std::string& dtype, const std::s
 // limit that memory alone allows. n a multiple of 64, out aligned to 64 bytes.
 void widen_pass(const uint8_t* in, void* out, long n, int out_bytes);
 
+// 8-bit Adam's traffic with none of its work: g read, p and the byte states s1 and s2 read and written
+// back in place (their block scales left out). n a multiple of 256; s1 and s2 aligned to 64 bytes and
+// zero (moved as floats plus 0.0f, which would quieten a signalling-NaN pattern of state bytes).
+void adam8_pass(float* p, const float* g, uint8_t* s1, uint8_t* s2, long n);
+
 // Whether a case named this way passes --filter.
 bool selected(const std::string& kernel, const std::string& dtype, const std::string& shape);
 

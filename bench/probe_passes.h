@@ -133,6 +133,35 @@ void widen_pass(const uint8_t* in, void* out, long n) {
     _mm_sfence();
 }
 
+// 8-bit Adam's traffic with none of its work: g (fp32) read and summed, p (fp32) and the two byte
+// states (here n / 4 floats each) read and written back in place as x + 0.0f, as update_pass does.
+// The states' block scales (1/64 of a state's bytes) are left out. n a multiple of 16 * W::kLanes.
+template <class W>
+void adam8_pass(float* p, const float* g, float* s1, float* s2, long n) {
+    const typename W::V zero = W::set1(0.0f);
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+        typename W::V sum = zero;
+#pragma omp for schedule(static) nowait
+        for (long i = 0; i < n; i += 16 * W::kLanes) {
+            for (long k = 0; k < 16; ++k) {
+                float* pk = p + i + k * W::kLanes;
+                sum = W::add(sum, W::load(g + i + k * W::kLanes));
+                W::template store<false>(pk, W::add(W::load(pk), zero));
+            }
+            for (long k = 0; k < 4; ++k) {
+                float* a = s1 + i / 4 + k * W::kLanes;
+                float* b = s2 + i / 4 + k * W::kLanes;
+                W::template store<false>(a, W::add(W::load(a), zero));
+                W::template store<false>(b, W::add(W::load(b), zero));
+            }
+        }
+        total += W::sum_lanes(sum);
+    }
+    if (total == 1234.5f) std::puts("");  // keeps the reads of g
+}
+
 }  // namespace
 
 // The same passes with 512-bit vectors (probes_avx512.cpp, compiled for AVX-512F: call them only
@@ -142,5 +171,6 @@ double write_gbs_avx512(float* dst, long n);
 double copy_gbs_avx512(const float* src, float* dst, long n);
 double update_gbs_avx512(float* a, long n);
 void widen_pass_avx512(const uint8_t* in, void* out, long n, int out_bytes);
+void adam8_pass_avx512(float* p, const float* g, float* s1, float* s2, long n);
 
 }  // namespace kbit_bench

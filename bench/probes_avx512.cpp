@@ -47,6 +47,7 @@ double read_gbs_avx512(const std::vector<float*>& src, long n, int streams, int 
 double write_gbs_avx512(float* dst, long n) { return best_write_pass<Zmm>(dst, n); }
 double copy_gbs_avx512(const float* src, float* dst, long n) { return best_copy_pass<Zmm>(src, dst, n); }
 double update_gbs_avx512(float* a, long n) { return update_pass<Zmm>(a, n); }
+void adam8_pass_avx512(float* p, const float* g, float* s1, float* s2, long n) { adam8_pass<Zmm>(p, g, s1, s2, n); }
 void widen_pass_avx512(const uint8_t* in, void* out, long n, int out_bytes) {
     if (out_bytes == 4) widen_pass<Zmm, 4>(in, out, n);
     else widen_pass<Zmm, 2>(in, out, n);
