@@ -165,58 +165,63 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
     const uint8_t* rows = B + (base + cols.c0) / 2;
     const float* tile_scales = scales + r * s.row_blocks + cols.block0;
     int64_t in_block = cols.in_block0;
-    for (int64_t g = cols.c0; g < cols.c1; g += kGroup, rows += kGroup / 2) {
-        VU dwords[RT];
-        for (int j = 0; j < RT; ++j) {
-            const uint8_t* row = rows + j * stride;
-            hwy::Prefetch(row + RT * stride);  // row j of the next tile
-            dwords[j] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row));
-            // In a register: GCC otherwise folds the load into each of the 8 shifts, and with it
-            // recomputes the row's address 8 times from registers it spilled to vector ones.
-            asm("" : "+v"(dwords[j].raw));
-        }
-        // One lookup at a time for every row, so that only RT decoded vectors are live.
-        auto step = [&](auto lookup_index) {
-            constexpr int I = decltype(lookup_index)::value;  // a constant shift count
-            VF w[RT];
-            for (int j = 0; j < RT; ++j) w[j] = lookup<I>(table, dwords[j]);
-            for (int t = 0; t < MT; ++t) {
-                VF a = hn::LoadU(df, prepared + t * k + g + 16 * I);
-                // Keep the activation in a register for all RT rows: GCC otherwise folds the load
-                // into each FMA, RT loads per vector, and the load ports become the limit.
-                if constexpr (RT > 1) asm("" : "+v"(a.raw));
-                for (int j = 0; j < RT; ++j) acc[t][j] = hn::MulAdd(w[j], a, acc[t][j]);
-            }
-        };
-        step(std::integral_constant<int, 0>());
-        step(std::integral_constant<int, 1>());
-        step(std::integral_constant<int, 2>());
-        step(std::integral_constant<int, 3>());
-        step(std::integral_constant<int, 4>());
-        step(std::integral_constant<int, 5>());
-        step(std::integral_constant<int, 6>());
-        step(std::integral_constant<int, 7>());
-        if (s.split_groups) {
+    // Groups that split into blocks (kSplit) flush their accumulators after every group: the
+    // group's first look-up then multiplies instead of adding to an accumulator zeroed by a move.
+    auto groups = [&](auto split_tag) {
+        constexpr bool kSplit = decltype(split_tag)::value;
+        for (int64_t g = cols.c0; g < cols.c1; g += kGroup, rows += kGroup / 2) {
+            VU dwords[RT];
             for (int j = 0; j < RT; ++j) {
-                const VF scale = s.group_scales(tile_scales + j * s.row_blocks);
-                for (int t = 0; t < MT; ++t) {
-                    total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
-                    acc[t][j] = hn::Zero(df);
-                }
+                const uint8_t* row = rows + j * stride;
+                hwy::Prefetch(row + RT * stride);  // row j of the next tile
+                dwords[j] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row));
+                // In a register: GCC otherwise folds the load into each of the 8 shifts, and with it
+                // recomputes the row's address 8 times from registers it spilled to vector ones.
+                asm("" : "+v"(dwords[j].raw));
             }
-            tile_scales += s.blocks_per_group;
-        } else if (++in_block == s.groups_per_block) {
-            in_block = 0;
-            for (int j = 0; j < RT; ++j) {
-                const VF scale = hn::Set(df, tile_scales[j * s.row_blocks]);
+            // One lookup at a time for every row, so that only RT decoded vectors are live.
+            auto step = [&](auto lookup_index) {
+                constexpr int I = decltype(lookup_index)::value;  // a constant shift count
+                VF w[RT];
+                for (int j = 0; j < RT; ++j) w[j] = lookup<I>(table, dwords[j]);
                 for (int t = 0; t < MT; ++t) {
-                    total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
-                    acc[t][j] = hn::Zero(df);
+                    VF a = hn::LoadU(df, prepared + t * k + g + 16 * I);
+                    // Keep the activation in a register for all RT rows: GCC otherwise folds the load
+                    // into each FMA, RT loads per vector, and the load ports become the limit.
+                    if constexpr (RT > 1) asm("" : "+v"(a.raw));
+                    for (int j = 0; j < RT; ++j)
+                        acc[t][j] = kSplit && I == 0 ? hn::Mul(w[j], a) : hn::MulAdd(w[j], a, acc[t][j]);
                 }
+            };
+            step(std::integral_constant<int, 0>());
+            step(std::integral_constant<int, 1>());
+            step(std::integral_constant<int, 2>());
+            step(std::integral_constant<int, 3>());
+            step(std::integral_constant<int, 4>());
+            step(std::integral_constant<int, 5>());
+            step(std::integral_constant<int, 6>());
+            step(std::integral_constant<int, 7>());
+            if constexpr (kSplit) {
+                for (int j = 0; j < RT; ++j) {
+                    const VF scale = s.group_scales(tile_scales + j * s.row_blocks);
+                    for (int t = 0; t < MT; ++t) total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
+                }
+                tile_scales += s.blocks_per_group;
+            } else if (++in_block == s.groups_per_block) {
+                in_block = 0;
+                for (int j = 0; j < RT; ++j) {
+                    const VF scale = hn::Set(df, tile_scales[j * s.row_blocks]);
+                    for (int t = 0; t < MT; ++t) {
+                        total[t][j] = hn::MulAdd(acc[t][j], scale, total[t][j]);
+                        acc[t][j] = hn::Zero(df);
+                    }
+                }
+                ++tile_scales;
             }
-            ++tile_scales;
         }
-    }
+    };
+    if (s.split_groups) groups(std::true_type());
+    else groups(std::false_type());
     if (in_block != 0)  // a block cut short by the slice's or the row's last whole group
         for (int j = 0; j < RT; ++j) {
             const VF scale = hn::Set(df, tile_scales[j * s.row_blocks]);
