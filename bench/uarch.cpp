@@ -1,0 +1,244 @@
+// kbit_uarch: what the instructions that bound kbit's CPU kernels cost on this machine, in cycles of
+// its clock measured in the same process. RESULTS.md argues each unmet target from instruction counts
+// (so many gathers, divisions, shuffles per 16 elements); this tool measures the price of each, so the
+// argument can be checked on any machine, including guests without performance counters.
+//
+// The clock is a chain of dependent 64-bit `imul`s (3 cycles each on every x86 core kbit targets),
+// timed before and after each probe. Each probe runs 8 (or 4) independent chains of one instruction
+// so that it is bound by throughput, not latency, and prints the reciprocal throughput in cycles; the
+// `fma_chain` row is one dependent chain instead, whose 4-cycle latency at the imul clock says that
+// 512-bit work runs at the same clock (no frequency license). CSV on stdout; probes the CPU lacks are
+// printed as skipped.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+double seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// GHz from n x 10 dependent imuls.
+double imul_ghz(long n) {
+    long x = 3;
+    const double t0 = seconds();
+    for (long i = 0; i < n; ++i)
+        asm volatile(
+            "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\t"
+            "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0"
+            : "+r"(x));
+    return n * 30.0 / (seconds() - t0) / 1e9;
+}
+
+// A probe: runs `reps` iterations of `per_iter` instructions; returns seconds.
+using Probe = double (*)(long reps);
+constexpr int kPerIter = 8;
+
+#define KBIT_UARCH_8(insn) insn insn insn insn insn insn insn insn
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"), noinline))
+#define AVX2 __attribute__((target("avx2,fma"), noinline))
+
+// Eight independent registers through one two-operand-plus-destination instruction.
+#define KBIT_UARCH_CHAINS(name, attr, type, init, text)                                                     \
+    attr double name(long reps) {                                                                           \
+        type a0 = init(1.5f), a1 = init(2.5f), a2 = init(3.5f), a3 = init(4.5f), a4 = init(5.5f),           \
+             a5 = init(6.5f), a6 = init(7.5f), a7 = init(8.5f), b = init(1.0000001f), c = init(1e-7f);     \
+        const double t0 = seconds();                                                                        \
+        for (long i = 0; i < reps; ++i)                                                                     \
+            asm volatile(text "%0\n\t" text "%1\n\t" text "%2\n\t" text "%3\n\t" text "%4\n\t" text         \
+                              "%5\n\t" text "%6\n\t" text "%7"                                              \
+                         : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7)   \
+                         : "v"(b), "v"(c));                                                                 \
+        return seconds() - t0;                                                                              \
+    }
+
+AVX512 __m512 z(float x) { return _mm512_set1_ps(x); }
+AVX2 __m256 y(float x) { return _mm256_set1_ps(x); }
+
+// Operands: %8 = b, %9 = c, the destination last (AT&T order).
+KBIT_UARCH_CHAINS(fma_zmm, AVX512, __m512, z, "vfmadd213ps %9, %8, ")
+KBIT_UARCH_CHAINS(fma_ymm, AVX2, __m256, y, "vfmadd213ps %9, %8, ")
+KBIT_UARCH_CHAINS(div_zmm, AVX512, __m512, z, "vdivps %8, %8, ")  // b / b: the divider's normal case
+KBIT_UARCH_CHAINS(div_ymm, AVX2, __m256, y, "vdivps %8, %8, ")
+KBIT_UARCH_CHAINS(sqrt_zmm, AVX512, __m512, z, "vsqrtps %8, ")
+KBIT_UARCH_CHAINS(sqrt_ymm, AVX2, __m256, y, "vsqrtps %8, ")
+KBIT_UARCH_CHAINS(permps_zmm, AVX512, __m512, z, "vpermps %8, %9, ")
+KBIT_UARCH_CHAINS(permi2ps_zmm, AVX512, __m512, z, "vpermi2ps %8, %9, ")
+KBIT_UARCH_CHAINS(permb_zmm, AVX512, __m512, z, "vpermb %8, %9, ")
+KBIT_UARCH_CHAINS(permi2b_zmm, AVX512, __m512, z, "vpermi2b %8, %9, ")
+KBIT_UARCH_CHAINS(pshufb_zmm, AVX512, __m512, z, "vpshufb %8, %9, ")
+KBIT_UARCH_CHAINS(psrld_zmm, AVX512, __m512, z, "vpsrld $4, %8, ")
+
+// One dependent chain: cycles per instruction = its latency at the clock it runs at.
+AVX512 double fma_chain_zmm(long reps) {
+    __m512 a = z(1.0f), b = z(0.999f), c = z(1e-3f);
+    const double t0 = seconds();
+    for (long i = 0; i < reps; ++i) asm volatile(KBIT_UARCH_8("vfmadd213ps %2, %1, %0\n\t") : "+v"(a) : "v"(b), "v"(c));
+    return seconds() - t0;
+}
+
+// Gathers as the kernels issue them (a vector of 32-bit indices, a 4-byte look-up per lane): four
+// independent gathers per iteration, each added into its own accumulator, the indices read in turn
+// from a 64 KB array of random ones. Two tables: 256 entries (1 KB, an 8-bit map, in L1) and 65536
+// (256 KB, the 8-bit search's bucket table, kbit_code8_lut.h; random indices: mostly L2).
+struct GatherInput {
+    std::vector<float> table;
+    std::vector<uint32_t> index;
+};
+constexpr long kIndexCount = 1 << 14;  // a multiple of 4 x 16
+GatherInput gather_input(size_t table_entries) {
+    GatherInput in{std::vector<float>(table_entries), std::vector<uint32_t>(kIndexCount)};
+    std::mt19937 rng(7);
+    for (size_t i = 0; i < table_entries; ++i) in.table[i] = static_cast<float>(i % 251) * 0.25f;
+    for (auto& i : in.index) i = static_cast<uint32_t>(rng() % table_entries);
+    return in;
+}
+const GatherInput& small_table() {
+    static const GatherInput in = gather_input(256);
+    return in;
+}
+const GatherInput& bucket_table() {
+    static const GatherInput in = gather_input(1 << 16);
+    return in;
+}
+
+template <const GatherInput& (*In)()>
+AVX512 double gather_zmm(long reps) {
+    const float* t = In().table.data();
+    const uint32_t* idx = In().index.data();
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 s0 = zero, s1 = zero, s2 = zero, s3 = zero;
+    long j = 0;
+    const double t0 = seconds();
+    for (long r = 0; r < reps; ++r) {
+        s0 = _mm512_add_ps(s0, _mm512_mask_i32gather_ps(zero, 0xFFFF, _mm512_loadu_si512(idx + j), t, 4));
+        s1 = _mm512_add_ps(s1, _mm512_mask_i32gather_ps(zero, 0xFFFF, _mm512_loadu_si512(idx + j + 16), t, 4));
+        s2 = _mm512_add_ps(s2, _mm512_mask_i32gather_ps(zero, 0xFFFF, _mm512_loadu_si512(idx + j + 32), t, 4));
+        s3 = _mm512_add_ps(s3, _mm512_mask_i32gather_ps(zero, 0xFFFF, _mm512_loadu_si512(idx + j + 48), t, 4));
+        j = (j + 64) & (kIndexCount - 1);
+    }
+    const double elapsed = seconds() - t0;
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    volatile float sink = lanes[0];
+    (void)sink;
+    return elapsed;
+}
+
+template <const GatherInput& (*In)()>
+AVX2 double gather_ymm(long reps) {
+    const float* t = In().table.data();
+    const uint32_t* idx = In().index.data();
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    long j = 0;
+    const double t0 = seconds();
+    for (long r = 0; r < reps; ++r) {
+        const auto* v = reinterpret_cast<const __m256i*>(idx + j);
+        s0 = _mm256_add_ps(s0, _mm256_i32gather_ps(t, _mm256_loadu_si256(v), 4));
+        s1 = _mm256_add_ps(s1, _mm256_i32gather_ps(t, _mm256_loadu_si256(v + 1), 4));
+        s2 = _mm256_add_ps(s2, _mm256_i32gather_ps(t, _mm256_loadu_si256(v + 2), 4));
+        s3 = _mm256_add_ps(s3, _mm256_i32gather_ps(t, _mm256_loadu_si256(v + 3), 4));
+        j = (j + 32) & (kIndexCount - 1);
+    }
+    const double elapsed = seconds() - t0;
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    volatile float sink = lanes[0];
+    (void)sink;
+    return elapsed;
+}
+
+enum class Isa { Avx2, Avx512, Avx512Vbmi };
+
+bool has(Isa isa) {
+    switch (isa) {
+        case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::Avx512:
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl");
+        case Isa::Avx512Vbmi: return has(Isa::Avx512) && __builtin_cpu_supports("avx512vbmi");
+    }
+    return false;
+}
+
+struct Row {
+    const char* name;  // the instruction and its width
+    const char* note;
+    Isa isa;
+    int per_iter;  // instructions per iteration of the probe
+    int lanes;     // 32-bit lanes (bytes for the byte permutes) per instruction
+    Probe run;
+};
+
+const Row kRows[] = {
+    {"fma_chain zmm", "one dependent chain: latency (4 where 512-bit work runs at the imul clock)", Isa::Avx512,
+     kPerIter, 16, fma_chain_zmm},
+    {"vfmadd213ps zmm", "", Isa::Avx512, kPerIter, 16, fma_zmm},
+    {"vfmadd213ps ymm", "", Isa::Avx2, kPerIter, 8, fma_ymm},
+    {"vdivps zmm", "", Isa::Avx512, kPerIter, 16, div_zmm},
+    {"vdivps ymm", "", Isa::Avx2, kPerIter, 8, div_ymm},
+    {"vsqrtps zmm", "", Isa::Avx512, kPerIter, 16, sqrt_zmm},
+    {"vsqrtps ymm", "", Isa::Avx2, kPerIter, 8, sqrt_ymm},
+    {"vgatherdps zmm", "1 KB table (L1)", Isa::Avx512, 4, 16, gather_zmm<small_table>},
+    {"vgatherdps ymm", "1 KB table (L1)", Isa::Avx2, 4, 8, gather_ymm<small_table>},
+    {"vgatherdps zmm", "256 KB table; random indices", Isa::Avx512, 4, 16, gather_zmm<bucket_table>},
+    {"vpermps zmm", "", Isa::Avx512, kPerIter, 16, permps_zmm},
+    {"vpermi2ps zmm", "", Isa::Avx512, kPerIter, 16, permi2ps_zmm},
+    {"vpshufb zmm", "", Isa::Avx512, kPerIter, 64, pshufb_zmm},
+    {"vpsrld zmm", "", Isa::Avx512, kPerIter, 16, psrld_zmm},
+    {"vpermb zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permb_zmm},
+    {"vpermi2b zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permi2b_zmm},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    double seconds_per_probe = 0.02;
+    int rounds = 5;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) {
+            seconds_per_probe = 0.002;
+            rounds = 1;
+        } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = std::max(1, std::atoi(argv[++i]));
+        } else {
+            std::fprintf(stderr,
+                         "usage: kbit_uarch [--quick] [--rounds N]\n"
+                         "Reciprocal throughput, in cycles of the clock measured in the same process, of the\n"
+                         "instructions kbit's CPU kernels are bound by (CSV on stdout; best of N rounds, 5).\n");
+            return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    std::printf("instruction,note,cycles_per_instruction,cycles_per_lane,ns_per_instruction,clock_ghz\n");
+    for (const Row& row : kRows) {
+        if (!has(row.isa)) {
+            std::printf("%s,skipped: the CPU lacks it,,,,\n", row.name);
+            continue;
+        }
+        row.run(1000);  // warm up (tables, caches)
+        long reps = 1000;
+        while (row.run(reps) < seconds_per_probe / 4) reps *= 2;
+        reps = static_cast<long>(reps * 4);
+        double best_ns = 1e30, ghz_at_best = 0;
+        for (int r = 0; r < rounds; ++r) {
+            const double before = imul_ghz(200000);
+            const double ns = row.run(reps) * 1e9 / (static_cast<double>(reps) * row.per_iter);
+            const double after = imul_ghz(200000);
+            if (ns < best_ns) best_ns = ns, ghz_at_best = (before + after) / 2;
+        }
+        const double cycles = best_ns * ghz_at_best;
+        std::printf("%s,%s,%.2f,%.3f,%.3f,%.2f\n", row.name, row.note, cycles, cycles / row.lanes, best_ns,
+                    ghz_at_best);
+    }
+    return 0;
+}
