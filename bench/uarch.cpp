@@ -78,6 +78,11 @@ KBIT_UARCH_CHAINS(permb_zmm, AVX512, __m512, z, "vpermb %8, %9, ")
 KBIT_UARCH_CHAINS(permi2b_zmm, AVX512, __m512, z, "vpermi2b %8, %9, ")
 KBIT_UARCH_CHAINS(pshufb_zmm, AVX512, __m512, z, "vpshufb %8, %9, ")
 KBIT_UARCH_CHAINS(psrld_zmm, AVX512, __m512, z, "vpsrld $4, %8, ")
+// The 256-bit shuffles the AVX2 kernels are bound by (some issue on two ports on recent cores).
+KBIT_UARCH_CHAINS(pshufb_ymm, AVX2, __m256, y, "vpshufb %8, %9, ")
+KBIT_UARCH_CHAINS(punpcklbw_ymm, AVX2, __m256, y, "vpunpcklbw %8, %9, ")
+KBIT_UARCH_CHAINS(permps_ymm, AVX2, __m256, y, "vpermps %8, %9, ")
+KBIT_UARCH_CHAINS(blendvps_ymm, AVX2, __m256, y, "vblendvps %9, %8, %0, ")
 
 // One dependent chain: cycles per instruction = its latency at the clock it runs at.
 AVX512 double fma_chain_zmm(long reps) {
@@ -196,6 +201,10 @@ const Row kRows[] = {
     {"vpermi2ps zmm", "", Isa::Avx512, kPerIter, 16, permi2ps_zmm},
     {"vpshufb zmm", "", Isa::Avx512, kPerIter, 64, pshufb_zmm},
     {"vpsrld zmm", "", Isa::Avx512, kPerIter, 16, psrld_zmm},
+    {"vpshufb ymm", "", Isa::Avx2, kPerIter, 32, pshufb_ymm},
+    {"vpunpcklbw ymm", "", Isa::Avx2, kPerIter, 32, punpcklbw_ymm},
+    {"vpermps ymm", "", Isa::Avx2, kPerIter, 8, permps_ymm},
+    {"vblendvps ymm", "", Isa::Avx2, kPerIter, 8, blendvps_ymm},
     {"vpermb zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permb_zmm},
     {"vpermi2b zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permi2b_zmm},
 };
