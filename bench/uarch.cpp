@@ -16,9 +16,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <random>
-#include <string>
 #include <cstdlib>
+#include <random>
 #include <vector>
 
 namespace {
@@ -45,7 +44,10 @@ constexpr int kPerIter = 8;
 
 #define KBIT_UARCH_8(insn) insn insn insn insn insn insn insn insn
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"), noinline))
+// Each probe is compiled for exactly what its row requires (has() below): a VBMI flag on an AVX-512
+// probe would let the compiler use VBMI where the row only checks AVX-512 F/BW/VL.
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), noinline))
+#define AVX512VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"), noinline))
 #define AVX2 __attribute__((target("avx2,fma"), noinline))
 
 // Eight independent registers through one two-operand-plus-destination instruction.
@@ -65,24 +67,41 @@ constexpr int kPerIter = 8;
 AVX512 __m512 z(float x) { return _mm512_set1_ps(x); }
 AVX2 __m256 y(float x) { return _mm256_set1_ps(x); }
 
-// Operands: %8 = b, %9 = c, the destination last (AT&T order).
-KBIT_UARCH_CHAINS(fma_zmm, AVX512, __m512, z, "vfmadd213ps %9, %8, ")
-KBIT_UARCH_CHAINS(fma_ymm, AVX2, __m256, y, "vfmadd213ps %9, %8, ")
-KBIT_UARCH_CHAINS(div_zmm, AVX512, __m512, z, "vdivps %8, %8, ")  // b / b: the divider's normal case
-KBIT_UARCH_CHAINS(div_ymm, AVX2, __m256, y, "vdivps %8, %8, ")
-KBIT_UARCH_CHAINS(sqrt_zmm, AVX512, __m512, z, "vsqrtps %8, ")
-KBIT_UARCH_CHAINS(sqrt_ymm, AVX2, __m256, y, "vsqrtps %8, ")
-KBIT_UARCH_CHAINS(permps_zmm, AVX512, __m512, z, "vpermps %8, %9, ")
-KBIT_UARCH_CHAINS(permi2ps_zmm, AVX512, __m512, z, "vpermi2ps %8, %9, ")
-KBIT_UARCH_CHAINS(permb_zmm, AVX512, __m512, z, "vpermb %8, %9, ")
-KBIT_UARCH_CHAINS(permi2b_zmm, AVX512, __m512, z, "vpermi2b %8, %9, ")
-KBIT_UARCH_CHAINS(pshufb_zmm, AVX512, __m512, z, "vpshufb %8, %9, ")
-KBIT_UARCH_CHAINS(psrld_zmm, AVX512, __m512, z, "vpsrld $4, %8, ")
-// The 256-bit shuffles the AVX2 kernels are bound by (some issue on two ports on recent cores).
-KBIT_UARCH_CHAINS(pshufb_ymm, AVX2, __m256, y, "vpshufb %8, %9, ")
-KBIT_UARCH_CHAINS(punpcklbw_ymm, AVX2, __m256, y, "vpunpcklbw %8, %9, ")
-KBIT_UARCH_CHAINS(permps_ymm, AVX2, __m256, y, "vpermps %8, %9, ")
-KBIT_UARCH_CHAINS(blendvps_ymm, AVX2, __m256, y, "vblendvps %9, %8, %0, ")
+// The throughput probes, one line each: function, row label, ISA (Avx2, Avx512 or Avx512Vbmi), lanes
+// per instruction (32-bit lanes; bytes for the byte shuffles) and the instruction's text before its
+// destination. Operands: %8 = b, %9 = c, the destination last (AT&T order).
+#define KBIT_UARCH_THROUGHPUT_PROBES(X)                                                     \
+    X(fma_zmm, "vfmadd213ps zmm", Avx512, 16, "vfmadd213ps %9, %8, ")                       \
+    X(fma_ymm, "vfmadd213ps ymm", Avx2, 8, "vfmadd213ps %9, %8, ")                          \
+    X(div_zmm, "vdivps zmm", Avx512, 16, "vdivps %8, %8, ") /* b / b: the common case */    \
+    X(div_ymm, "vdivps ymm", Avx2, 8, "vdivps %8, %8, ")                                    \
+    X(sqrt_zmm, "vsqrtps zmm", Avx512, 16, "vsqrtps %8, ")                                  \
+    X(sqrt_ymm, "vsqrtps ymm", Avx2, 8, "vsqrtps %8, ")                                     \
+    X(permps_zmm, "vpermps zmm", Avx512, 16, "vpermps %8, %9, ")                            \
+    X(permi2ps_zmm, "vpermi2ps zmm", Avx512, 16, "vpermi2ps %8, %9, ")                      \
+    X(pshufb_zmm, "vpshufb zmm", Avx512, 64, "vpshufb %8, %9, ")                            \
+    X(psrld_zmm, "vpsrld zmm", Avx512, 16, "vpsrld $4, %8, ")                               \
+    /* the 256-bit shuffles the AVX2 kernels are bound by (some issue on two ports) */      \
+    X(pshufb_ymm, "vpshufb ymm", Avx2, 32, "vpshufb %8, %9, ")                              \
+    X(punpcklbw_ymm, "vpunpcklbw ymm", Avx2, 32, "vpunpcklbw %8, %9, ")                     \
+    X(permps_ymm, "vpermps ymm", Avx2, 8, "vpermps %8, %9, ")                               \
+    X(blendvps_ymm, "vblendvps ymm", Avx2, 8, "vblendvps %9, %8, %0, ")                     \
+    X(permb_zmm, "vpermb zmm", Avx512Vbmi, 64, "vpermb %8, %9, ")                           \
+    X(permi2b_zmm, "vpermi2b zmm", Avx512Vbmi, 64, "vpermi2b %8, %9, ")
+
+// Per ISA: the function attribute, the vector type and its broadcast.
+#define KBIT_UARCH_ATTR_Avx2 AVX2
+#define KBIT_UARCH_ATTR_Avx512 AVX512
+#define KBIT_UARCH_ATTR_Avx512Vbmi AVX512VBMI
+#define KBIT_UARCH_TYPE_Avx2 __m256
+#define KBIT_UARCH_TYPE_Avx512 __m512
+#define KBIT_UARCH_TYPE_Avx512Vbmi __m512
+#define KBIT_UARCH_INIT_Avx2 y
+#define KBIT_UARCH_INIT_Avx512 z
+#define KBIT_UARCH_INIT_Avx512Vbmi z
+#define KBIT_UARCH_DEFINE(fn, label, isa, lanes, text) \
+    KBIT_UARCH_CHAINS(fn, KBIT_UARCH_ATTR_##isa, KBIT_UARCH_TYPE_##isa, KBIT_UARCH_INIT_##isa, text)
+KBIT_UARCH_THROUGHPUT_PROBES(KBIT_UARCH_DEFINE)
 
 // One dependent chain: cycles per instruction = its latency at the clock it runs at.
 AVX512 double fma_chain_zmm(long reps) {
@@ -173,28 +192,14 @@ struct Row {
     Probe run;
 };
 
+#define KBIT_UARCH_ROW(fn, label, isa, lanes, text) {label, "", Isa::isa, kPerIter, lanes, fn},
 const Row kRows[] = {
     {"fma_chain zmm", "one dependent chain: latency (4 where 512-bit work runs at the imul clock)", Isa::Avx512,
      kPerIter, 16, fma_chain_zmm},
-    {"vfmadd213ps zmm", "", Isa::Avx512, kPerIter, 16, fma_zmm},
-    {"vfmadd213ps ymm", "", Isa::Avx2, kPerIter, 8, fma_ymm},
-    {"vdivps zmm", "", Isa::Avx512, kPerIter, 16, div_zmm},
-    {"vdivps ymm", "", Isa::Avx2, kPerIter, 8, div_ymm},
-    {"vsqrtps zmm", "", Isa::Avx512, kPerIter, 16, sqrt_zmm},
-    {"vsqrtps ymm", "", Isa::Avx2, kPerIter, 8, sqrt_ymm},
+    KBIT_UARCH_THROUGHPUT_PROBES(KBIT_UARCH_ROW)
     {"vgatherdps zmm", "1 KB table (L1)", Isa::Avx512, 4, 16, gather_zmm<small_table>},
     {"vgatherdps ymm", "1 KB table (L1)", Isa::Avx2, 4, 8, gather_ymm<small_table>},
     {"vgatherdps zmm", "256 KB table; random indices", Isa::Avx512, 4, 16, gather_zmm<bucket_table>},
-    {"vpermps zmm", "", Isa::Avx512, kPerIter, 16, permps_zmm},
-    {"vpermi2ps zmm", "", Isa::Avx512, kPerIter, 16, permi2ps_zmm},
-    {"vpshufb zmm", "", Isa::Avx512, kPerIter, 64, pshufb_zmm},
-    {"vpsrld zmm", "", Isa::Avx512, kPerIter, 16, psrld_zmm},
-    {"vpshufb ymm", "", Isa::Avx2, kPerIter, 32, pshufb_ymm},
-    {"vpunpcklbw ymm", "", Isa::Avx2, kPerIter, 32, punpcklbw_ymm},
-    {"vpermps ymm", "", Isa::Avx2, kPerIter, 8, permps_ymm},
-    {"vblendvps ymm", "", Isa::Avx2, kPerIter, 8, blendvps_ymm},
-    {"vpermb zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permb_zmm},
-    {"vpermi2b zmm", "", Isa::Avx512Vbmi, kPerIter, 64, permi2b_zmm},
 };
 
 }  // namespace
