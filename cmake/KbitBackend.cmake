@@ -2,6 +2,19 @@
 # Builds libkbit_<name>.so the way abi/ABI.md requires: hidden visibility, the version scripts of
 # the implemented interfaces from abi/generated/, -Bsymbolic (internal calls never leave the object), no
 # undefined symbols, and a ctest that checks the exported symbols against abi/.
+# kbit_export_sources(<variable> <interfaces...>): the generated exported functions of those backend
+# interfaces (src/common/generated/kbit_<iface>_exports.cpp, from abi/kbit_<iface>.def), for a backend's
+# sources; interfaces outside abi/interfaces.def (bnb_cpu) have none.
+function(kbit_export_sources var)
+  set(files "")
+  foreach(iface IN LISTS ARGN)
+    if(iface IN_LIST KBIT_INTERFACES)
+      list(APPEND files "${PROJECT_SOURCE_DIR}/src/common/generated/kbit_${iface}_exports.cpp")
+    endif()
+  endforeach()
+  set(${var} ${files} PARENT_SCOPE)
+endfunction()
+
 function(kbit_add_backend target)
   cmake_parse_arguments(ARG "" "NAME" "INTERFACES;SOURCES" ${ARGN})
   add_library(${target} SHARED ${ARG_SOURCES})

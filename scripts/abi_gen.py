@@ -15,11 +15,12 @@
                                       written by hand
   abi/generated/kbit_all.def          every backend interface (abi/interfaces.def) with its function
                                       list, for C/C++ X-macro users that walk all of them
-  abi/generated/kbit_<iface>_exports.def   the list again with each entry's family and variant,
-                                      KBIT_EXPORT(family, variant, since_minor, ret, name, params, args),
-                                      from which src/common/kbit_export_<iface>.h defines a backend's
-                                      exported functions (variant: the fmt=, opt= or out= attribute, or
-                                      none)
+  src/common/generated/kbit_<iface>_exports.cpp   every exported function of a backend interface,
+                                      spelled out: its declaration and a call of its family's
+                                      checked wrapper, kbit::exports::<family>("name", [variant,]
+                                      arguments...) (kbit_export_<iface>.h); the variant is the C++
+                                      value of the entry's fmt=, opt= or out= attribute
+                                      (VARIANT_ARGUMENTS below)
 
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
 it has no table, and its header include/kbit/kbit_loader.h is written by hand. The checkpoint library's
@@ -32,12 +33,15 @@ the declarations of include/kbit/kbit_bnb_cpu.h.
 Format of a .def file (it is #included by C99 and C++ code with various KBIT_FN definitions, so
 everything besides the entries is a C comment):
 
-  KBIT_FN(since_minor, return_type, name, (parameters), (argument names))  /* key=value ... : note */
+  KBIT_FN(since_minor, return_type, name, (parameters), (argument names), (variant))
 
-  one entry per line, only ever appended. The optional trailing comment gives the variant's
-  attributes as key=value words (a value with spaces in double quotes, never a ':') and, after a
-  ':', a one-line note. Keys in use: T (the element C type), dt (its dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt
-  (adam|ademamix|lion|momentum|rmsprop|adagrad); any other key becomes a column of its own.
+  one entry per line, only ever appended. The variant is a parenthesized list of key=value items
+  separated by commas, () when empty: the attributes that tell the entry from the others of its family
+  (a value is a word, or text in double quotes without a double quote in it), and optionally
+  note="..." for a one-line remark in the header's table. Keys in use: T (the element C type), dt (its
+  dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt (adam|ademamix|lion|momentum|rmsprop|adagrad),
+  out (the igemmlt output stage); any other key becomes a column of its own. C and C++ users of the
+  lists take the variant as one macro argument and may ignore it.
 
   /** @family <id> [title]
    * <Doxygen text, written once for every entry of the family: what it does, formulas, shared
@@ -45,8 +49,8 @@ everything besides the entries is a C comment):
    */
 
   A family block documents the entries that follow it, up to the next family block; every entry
-  belongs to exactly one family. <id> is a stable snake_case identifier, unique over all lists (code
-  may paste it into names); the optional title is a heading put above the family in the header.
+  belongs to exactly one family. <id> is a stable snake_case identifier, unique over all lists: for a
+  backend interface, the name of the family's checked wrapper kbit::exports::<id>; the optional title is a heading put above the family in the header.
   The text lines start with " * " (or are " *"), may not contain comment delimiters, and are copied
   into the header as they are, so keep them within 110 columns. The family's @since must name the smallest
   since_minor of its entries. A one-line block "/** @family <id> */" naming an earlier family
@@ -171,18 +175,85 @@ def render_tables_header():
     return "\n".join(out) + "\n"
 
 
-# The attribute of an entry that names its variant for the export layer, in order of preference.
-VARIANT_KEYS = ("fmt", "opt", "out")
+# ---- backend exports: src/common/generated/kbit_<iface>_exports.cpp --------------------------------
+
+# The attribute of an entry that selects its family wrapper's variant, and the C++ value each of its
+# values stands for (the wrapper's first argument after the function's name). A family whose entries
+# carry none of these keys has no variant argument.
+VARIANT_ARGUMENTS = {
+    "fmt": {"fp4": "kbit::QuantType::FP4", "nf4": "kbit::QuantType::NF4"},
+    "opt": {"adam": "kbit::optim::Kind::Adam", "ademamix": "kbit::optim::Kind::AdEMAMix",
+            "adagrad": "kbit::optim::Kind::Adagrad", "lion": "kbit::optim::Kind::Lion",
+            "momentum": "kbit::optim::Kind::Momentum", "rmsprop": "kbit::optim::Kind::RMSprop"},
+    "out": {"int32": "kbit::IgemmOutput::Int32", "int8": "kbit::IgemmOutput::Int8",
+            "int8_rowscale": "kbit::IgemmOutput::Int8RowScale"},
+}
+EXPORTS_DIR = ROOT / "src" / "common" / "generated"
+LOADER_GENERATED_DIR = ROOT / "src" / "loader" / "generated"
 
 
-def render_exports(iface):
-    out = [f"/* Generated by scripts/abi_gen.py from abi/kbit_{iface}.def; do not edit.",
-           " * KBIT_EXPORT(family, variant, since_minor, ret, name, (params), (args)) per entry, in list order;",
-           " * variant is the entry's fmt=, opt= or out= attribute, or none. */"]
-    for fn in parse_def(ABI / f"kbit_{iface}.def"):
-        variant = next((fn["attrs"][k] for k in VARIANT_KEYS if k in fn["attrs"]), "none")
-        out.append(f"KBIT_EXPORT({fn['family']}, {variant}, {fn['minor']}, {fn['ret']}, {fn['name']}, "
-                   f"({fn['params_text']}), ({', '.join(fn['args'])}))")
+def _wrap_call(head, items, tail, indent):
+    """`head` + items joined by ", " + `tail`, continued on lines indented by `indent` + 4 spaces
+    within WIDTH columns."""
+    lines, cur = [], indent + head
+    cont = indent + "    "
+    for i, item in enumerate(items):
+        tok = item + ("," if i < len(items) - 1 else tail)
+        bare = cur.endswith("(") or cur == cont
+        if not bare and len(cur + " " + tok) > WIDTH:
+            lines.append(cur)
+            cur = cont + tok
+        else:
+            cur += ("" if bare else " ") + tok
+    if not items:
+        cur += tail
+    lines.append(cur)
+    return lines
+
+
+def _variant_argument(iface, fn):
+    for key, values in VARIANT_ARGUMENTS.items():
+        if key in fn["attrs"]:
+            value = fn["attrs"][key]
+            if value not in values:
+                raise ValueError(f"abi/kbit_{iface}.def: {fn['name']}: {key}={value} has no C++ value in "
+                                 "scripts/abi_gen.py VARIANT_ARGUMENTS")
+            return [values[value]]
+    return []
+
+
+def _definition_head(fn):
+    """The declaration of `fn` as the head of its definition (`... name(params) {`)."""
+    lines = _declaration(fn)
+    lines[-1] = lines[-1][:-1] + " {"
+    return lines
+
+
+def render_backend_exports(iface):
+    out = [
+        f"// Generated by scripts/abi_gen.py from abi/kbit_{iface}.def; do not edit.",
+        f"// The exported functions of the {iface} interface, compiled into every backend that implements it",
+        "// (cmake/KbitBackend.cmake). Each passes its own name, the variant its entry names (if any) and its",
+        f"// arguments to its family's checked wrapper in kbit_export_{iface}.h, which validates them and calls",
+        f"// the backend's typed operation (kbit_ops_{iface}.h).",
+        f'#include "kbit_export_{iface}.h"',
+        "",
+        'extern "C" {',
+        "",
+        f"KBIT_API uint32_t {version_symbol(iface)}(void) {{",
+        f"    return KBIT_MAKE_VERSION(KBIT_{iface.upper()}_VERSION_MAJOR, KBIT_BACKEND_{iface.upper()}_MINOR);",
+        "}",
+    ]
+    for fam in families(ABI / f"kbit_{iface}.def"):
+        head = f"// ---- {fam['id']}: kbit::exports::{fam['id']}() "
+        out += ["", head + "-" * max(4, WIDTH - len(head))]
+        for fn in fam["fns"]:
+            out.append("")
+            args = [f'"{fn["name"]}"'] + _variant_argument(iface, fn) + fn["args"]
+            out += _definition_head(fn)
+            out += _wrap_call(f"return kbit::exports::{fam['id']}(", args, ");", "    ")
+            out.append("}")
+    out += ["", '}  // extern "C"']
     return "\n".join(out) + "\n"
 
 
@@ -191,7 +262,7 @@ def render_all_def():
         "/* Generated by scripts/abi_gen.py from abi/interfaces.def; do not edit.",
         " * Every backend interface with its function list, in loader order, for X-macro users that walk",
         " * all of them: define KBIT_INTERFACE_BEGIN(name, NAME, ns), KBIT_INTERFACE_END(name, NAME, ns)",
-        " * and KBIT_FN(since_minor, ret, name, params, args) (the entries of abi/kbit_<name>.def). */",
+        " * and KBIT_FN(since_minor, ret, name, params, args, variant) (the entries of abi/kbit_<name>.def). */",
     ]
     for name, tag, ns in REGISTRY:
         out += [f"KBIT_INTERFACE_BEGIN({name}, {tag}, {ns})", f'#include "kbit_{name}.def"',
@@ -347,7 +418,7 @@ def generated_files():
         files.append((header, render_header(iface, header.read_text())))
     files.append((GENERATED / "kbit_all.def", render_all_def()))
     for iface in INTERFACES:
-        files.append((GENERATED / f"kbit_{iface}_exports.def", render_exports(iface)))
+        files.append((EXPORTS_DIR / f"kbit_{iface}_exports.cpp", render_backend_exports(iface)))
     return files
 
 

@@ -20,27 +20,27 @@ def parse_interfaces(path):
     return entries
 
 
-_ENTRY = re.compile(r"^KBIT_FN\((\d+),\s*(.+?),\s*(\w+),\s*\((.*?)\),\s*\((.*?)\)\)\s*(?:/\*(.*)\*/)?\s*$")
+_ENTRY = re.compile(r"^KBIT_FN\((\d+),\s*(.+?),\s*(\w+),\s*\((.*?)\),\s*\((.*?)\),\s*\((.*)\)\)\s*$")
 _FAMILY = re.compile(r"^/\*\*\s*@family\s+([a-z][a-z0-9_]*)\b\s*(.*?)\s*$")
-_ATTR = re.compile(r'([A-Za-z_]\w*)=("[^":]*"|[^\s":=]+)(?=\s|$)')
+# One attribute of an entry's variant list: key=word or key="text" (the text has no double quote).
+_ATTR = re.compile(r'\s*([A-Za-z_]\w*)=("[^"]*"|[\w.]+)\s*(,|$)')
 
-def _variant(path, name, comment):
-    """(attrs, note) of an entry's trailing comment `key=value ... : note`."""
-    if comment is None:
-        return {}, ""
-    head, _, note = comment.partition(":")
+
+def _variant(path, name, text):
+    """(attrs, note) of an entry's variant list `(key=value, ..., note="...")`; note is the one key
+    that is not an attribute of the variant but a one-line remark for the header's table."""
     attrs = {}
-    rest = head.strip()
+    rest = text.strip()
     while rest:
         m = _ATTR.match(rest)
         if not m:
-            raise ValueError(f"{path}: {name}: '{rest}' in the variant comment is not key=value")
+            raise ValueError(f"{path}: {name}: '{rest}' in the variant list is not key=value")
         if m[1] in attrs:
             raise ValueError(f"{path}: {name}: attribute {m[1]} given twice")
         attrs[m[1]] = m[2].strip('"')
-        rest = rest[m.end():].lstrip()
-    note = note.strip()
-    if "/*" in note:
+        rest = rest[m.end():]
+    note = attrs.pop("note", "")
+    if "/*" in note or "*/" in note:
         raise ValueError(f"{path}: {name}: comment delimiter in the variant note")
     return attrs, note
 

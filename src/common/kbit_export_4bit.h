@@ -1,46 +1,21 @@
-// kbit_export_4bit.h — the exported functions of the 4-bit interface, defined once for every backend
-// from abi/generated/kbit_4bit_exports.def. A backend's api_4bit.cpp includes it once at file scope
-// and defines the operations declared below (any order: they are templates or plain functions of
-// namespace kbit::ops). Each operation receives arguments that passed kbit_validate_4bit.h and a
-// non-empty problem; it returns KBIT_STATUS_SUCCESS or a device error it has recorded with set_error.
+// kbit_export_4bit.h — the front end of the 4-bit interface: one checked wrapper per family of
+// abi/kbit_4bit.def, called by the generated exported functions (src/common/generated/kbit_4bit_exports.cpp)
+// with the function's name and, for the bitsandbytes-named families, its format (QuantType). A wrapper runs
+// the argument checks of kbit_validate_4bit.h inside the exception barrier (kbit_export.h) and calls the
+// backend's operation (kbit_ops_4bit.h) only for a valid, non-empty call.
 #pragma once
 
-#include "kbit/kbit_4bit.h"
 #include "kbit_export.h"
+#include "kbit_ops_4bit.h"
 #include "kbit_validate_4bit.h"
 
-namespace kbit::ops {
-
-template <class T>
-kbit_status quantize_4bit(const char* fn, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
-                          int64_t n, void* stream);
-template <class T>
-kbit_status dequantize_4bit(const char* fn, QuantType qt, const uint8_t* A, const float* absmax, T* out,
-                            int64_t blocksize, int64_t n, void* stream);
-// One activation row times m packed weight rows of ldb bytes: bitsandbytes' inference GEMV.
-template <class T>
-kbit_status gemv_4bit(const char* fn, int m, int k, const T* A, const uint8_t* B, const float* absmax,
-                      const float* datatype, T* out, int ldb, int blocksize, void* stream);
-template <class T>
-kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
-                      int blocksize, QuantType qt, void* stream);
-kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
-                                   float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
-                                   void* stream);
-kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
-                                     const float* nested_absmax, float offset, float* absmax, int64_t blocks,
-                                     int64_t nested_blocksize, void* stream);
-template <class T>
-kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
-                             T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
-                             int64_t scaler_block_size, void* stream);
-template <class T>
-kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
-                               const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
-                               int64_t block_size, int64_t scaler_block_size, void* stream);
-
-}  // namespace kbit::ops
+// The 4-bit interface minor this backend implements (its version symbol): the header's, unless the backend's
+// build defines KBIT_BACKEND_4BIT_MINOR lower.
+#ifndef KBIT_BACKEND_4BIT_MINOR
+#define KBIT_BACKEND_4BIT_MINOR KBIT_4BIT_VERSION_MINOR
+#endif
+static_assert(KBIT_BACKEND_4BIT_MINOR <= KBIT_4BIT_VERSION_MINOR,
+              "a backend cannot implement a newer minor than its header");
 
 namespace kbit::exports {
 
@@ -193,26 +168,3 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, co
 }
 
 }  // namespace kbit::exports
-
-// ---- the exported symbols -----------------------------------------------------------------------
-
-#define KBIT_EXPORT_blockwise_quantize_4bit KBIT_EXPORT_WITH_VARIANT
-#define KBIT_EXPORT_blockwise_dequantize_4bit KBIT_EXPORT_WITH_VARIANT
-#define KBIT_EXPORT_gemv_4bit KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_gemm_4bit KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_quantize_4bit_dtype KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_dequantize_4bit_dtype KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_nested_absmax_quantize KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_nested_absmax_dequantize KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_torchao_quantize KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_torchao_dequantize KBIT_EXPORT_PLAIN
-
-extern "C" {
-
-KBIT_API uint32_t kbit_4bit_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_4BIT_VERSION_MAJOR, KBIT_4BIT_VERSION_MINOR);
-}
-
-#include "kbit_4bit_exports.def"
-
-}  // extern "C"

@@ -1,61 +1,18 @@
-// kbit_export_8bit.h — the exported functions of the 8-bit interface, defined once for every backend
-// from abi/generated/kbit_8bit_exports.def. A backend's api_8bit.cpp includes it once at file scope
-// and defines the operations declared below (namespace kbit::ops). Each operation receives arguments
-// that passed kbit_validate_8bit.h and a non-empty problem; it returns KBIT_STATUS_SUCCESS or an
-// error it has recorded with set_error.
+// kbit_export_8bit.h — the front end of the 8-bit interface: one checked wrapper per family of
+// abi/kbit_8bit.def, called by the generated exported functions (src/common/generated/kbit_8bit_exports.cpp)
+// with the function's name and, for cigemmlt_*, its output stage (IgemmOutput). A wrapper runs the argument
+// checks of kbit_validate_8bit.h inside the exception barrier (kbit_export.h) and calls the backend's
+// operation (kbit_ops_8bit.h) only for a valid, non-empty call.
 #pragma once
 
-#include "kbit/kbit_8bit.h"
 #include "kbit_export.h"
 #include "kbit_live_set.h"
+#include "kbit_ops_8bit.h"
 #include "kbit_validate_8bit.h"
 
-namespace kbit {
-// The output stage of cigemmlt_<variant> (the out= attribute of its abi/kbit_8bit.def entries).
-enum class IgemmOutput { Int32, Int8, Int8RowScale };
-namespace exports {
-constexpr IgemmOutput variant_int32 = IgemmOutput::Int32;
-constexpr IgemmOutput variant_int8 = IgemmOutput::Int8;
-constexpr IgemmOutput variant_int8_rowscale = IgemmOutput::Int8RowScale;
-}  // namespace exports
-}  // namespace kbit
-
-namespace kbit::ops {
-
-template <class T>
-kbit_status quantize_8bit(const char* fn, const float* code, const T* A, float* absmax, uint8_t* out,
-                          int64_t blocksize, int64_t n, void* stream);
-template <class T>
-kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
-                            int64_t blocksize, int64_t n, void* stream);
-// bitsandbytes' row-wise quantization (cint8_vector_quant): no outlier handling beyond the threshold.
-kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, float threshold,
-                              int64_t rows, int64_t cols, void* stream);
-// kbit_int8_vectorwise_quant: also the outlier-column flags (when outlier_cols != NULL) and the
-// outlier columns of `out` zeroed when rows > 1.
-kbit_status int8_vectorwise_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
-                                  uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream);
-// Sets n bytes of device memory to 0 (the outlier flags of a call with no element).
-kbit_status clear_bytes(const char* fn, uint8_t* p, int64_t n, void* stream);
-// A new context (NULL after set_error when none can be made), and its destruction: INVALID_ARGUMENT
-// for a pointer that is not a live context of this backend (of two threads destroying one context,
-// exactly one succeeds).
-kbit_context* context_create(const char* fn);
-kbit_status context_destroy(const char* fn, kbit_context* context);
-bool context_is_live(const kbit_context* context);
-kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context* context, int m, int n, int k, const int8_t* A,
-                    const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc, void* stream);
-kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float* rowStats, const float* colStats,
-                                  kbit_half* out, const kbit_half* bias, int numRows, int numCols, void* stream);
-kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
-                                     const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
-                                     int64_t in_features, void* stream);
-
-}  // namespace kbit::ops
-
-// The 8-bit interface minor this backend implements: the header's unless the backend defines
-// KBIT_BACKEND_8BIT_MINOR before including this file (src/cuda/api_8bit.cpp: 1.0, whose blockwise
-// functions stop at 4096).
+// The 8-bit interface minor this backend implements (its version symbol): the header's, unless the backend's
+// build defines KBIT_BACKEND_8BIT_MINOR lower (the CUDA backend: 1.0, whose blockwise functions stop at
+// blocksize 4096).
 #ifndef KBIT_BACKEND_8BIT_MINOR
 #define KBIT_BACKEND_8BIT_MINOR KBIT_8BIT_VERSION_MINOR
 #endif
@@ -204,27 +161,3 @@ inline kbit_status int8_outlier_matmul(const char* fn, const kbit_half* A, const
 }
 
 }  // namespace kbit::exports
-
-// ---- the exported symbols -----------------------------------------------------------------------
-
-#define KBIT_EXPORT_blockwise_quantize_8bit KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_blockwise_dequantize_8bit KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_quantize_8bit_dtype KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_dequantize_8bit_dtype KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_int8_vector_quant KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_int8_vectorwise_quant KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_context_create KBIT_EXPORT_NOARGS
-#define KBIT_EXPORT_context_destroy KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_igemmlt KBIT_EXPORT_WITH_VARIANT
-#define KBIT_EXPORT_dequant_mm_int32 KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_int8_outlier_matmul KBIT_EXPORT_PLAIN
-
-extern "C" {
-
-KBIT_API uint32_t kbit_8bit_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_8BIT_VERSION_MAJOR, KBIT_BACKEND_8BIT_MINOR);
-}
-
-#include "kbit_8bit_exports.def"
-
-}  // extern "C"

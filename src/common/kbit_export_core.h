@@ -1,30 +1,24 @@
-// kbit_export_core.h — the exported functions of the core interface, defined once for every backend
-// from abi/generated/kbit_core_exports.def. A backend's api_core.cpp includes it once at file scope
-// and defines the operations declared below (namespace kbit::ops); status strings and the
-// thread-local error message are the same for every backend and need none.
+// kbit_export_core.h — the front end of the core interface: one checked wrapper per family of
+// abi/kbit_core.def, called by the generated exported functions (src/common/generated/kbit_core_exports.cpp)
+// with the function's name. A wrapper runs the argument checks of kbit_validate_core.h inside the exception
+// barrier (kbit_export.h) and calls the backend's operation (kbit_ops_core.h) only for a valid, non-empty
+// call.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
-#include "kbit/kbit_core.h"
 #include "kbit_export.h"
+#include "kbit_ops_core.h"
 #include "kbit_validate_core.h"
 
-namespace kbit::ops {
-
-// Identity: the probe's score (0 = unusable here), the backend's short name, and a one-line
-// description (computed once, at the first kbit_backend_info call).
-int32_t backend_probe();
-const char* backend_name();
-std::string backend_info();
-// Memory: `bytes` > 0 and `ptr` valid; the rest as kbit_core.h says.
-kbit_status device_malloc(const char* fn, void** ptr, size_t bytes);
-kbit_status device_free(const char* fn, void* ptr);
-kbit_status memcpy(const char* fn, void* dst, const void* src, size_t bytes, int32_t kind);
-kbit_status stream_synchronize(const char* fn, void* stream);
-
-}  // namespace kbit::ops
+// The core interface minor this backend implements (its version symbol): the header's, unless the backend's
+// build defines KBIT_BACKEND_CORE_MINOR lower.
+#ifndef KBIT_BACKEND_CORE_MINOR
+#define KBIT_BACKEND_CORE_MINOR KBIT_CORE_VERSION_MINOR
+#endif
+static_assert(KBIT_BACKEND_CORE_MINOR <= KBIT_CORE_VERSION_MINOR,
+              "a backend cannot implement a newer minor than its header");
 
 namespace kbit::exports {
 
@@ -81,25 +75,3 @@ inline kbit_status stream_synchronize(const char* fn, void* stream) {
 }
 
 }  // namespace kbit::exports
-
-// ---- the exported symbols -----------------------------------------------------------------------
-
-#define KBIT_EXPORT_backend_probe KBIT_EXPORT_NOARGS
-#define KBIT_EXPORT_backend_name KBIT_EXPORT_NOARGS
-#define KBIT_EXPORT_backend_info KBIT_EXPORT_NOARGS
-#define KBIT_EXPORT_last_error_message KBIT_EXPORT_NOARGS
-#define KBIT_EXPORT_status_string KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_device_malloc KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_device_free KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_memcpy KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_stream_synchronize KBIT_EXPORT_PLAIN
-
-extern "C" {
-
-KBIT_API uint32_t kbit_core_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_CORE_VERSION_MAJOR, KBIT_CORE_VERSION_MINOR);
-}
-
-#include "kbit_core_exports.def"
-
-}  // extern "C"

@@ -1,47 +1,24 @@
-// kbit_export_optim8.h — the exported functions of the optimizer interface, defined once for every
-// backend from abi/generated/kbit_optim8_exports.def. A backend's api_optim8.cpp includes it once at
-// file scope and defines the operations declared below (namespace kbit::ops). An update receives
-// arguments that passed kbit_validate_optim8.h, a non-empty problem, the hyperparameters as one
-// Hyper, and NULL for the second state of a one-state optimizer (whatever the caller passed).
+// kbit_export_optim8.h — the front end of the optimizer interface: one checked wrapper per family of
+// abi/kbit_optim8.def, called by the generated exported functions
+// (src/common/generated/kbit_optim8_exports.cpp) with the function's name and, for the update families, its
+// optimizer (optim::Kind). A wrapper runs the argument checks of kbit_validate_optim8.h inside the exception
+// barrier (kbit_export.h) and calls the backend's operation (kbit_ops_optim8.h) only for a valid, non-empty
+// call.
 #pragma once
 
 #include <cstddef>
 
-#include "kbit/kbit_optim8.h"
 #include "kbit_export.h"
-#include "kbit_optim_math.h"
+#include "kbit_ops_optim8.h"
 #include "kbit_validate_optim8.h"
 
-namespace kbit::exports {
-// Variant tokens of the generated export list (the opt= attribute of abi/kbit_optim8.def).
-constexpr optim::Kind variant_adam = optim::Kind::Adam;
-constexpr optim::Kind variant_ademamix = optim::Kind::AdEMAMix;
-constexpr optim::Kind variant_adagrad = optim::Kind::Adagrad;
-constexpr optim::Kind variant_lion = optim::Kind::Lion;
-constexpr optim::Kind variant_momentum = optim::Kind::Momentum;
-constexpr optim::Kind variant_rmsprop = optim::Kind::RMSprop;
-}  // namespace kbit::exports
-
-namespace kbit::ops {
-
-// One 32-bit-state step over n elements (g before p, as bitsandbytes' 32-bit kernels).
-template <class T>
-kbit_status optim32(const char* fn, optim::Kind kind, const optim::Hyper& h, T* g, T* p, float* state1,
-                    float* state2, float* unorm, float max_unorm, float param_norm, int64_t n);
-// One 8-bit blockwise step over n elements (p before g, as bitsandbytes' 8-bit kernels).
-template <class T>
-kbit_status optim8_blockwise(const char* fn, optim::Kind kind, const optim::Hyper& h, T* p, T* g,
-                             unsigned char* state1, unsigned char* state2, float* quantiles1, float* quantiles2,
-                             float* absmax1, float* absmax2, int64_t n);
-// Paged memory: NULL after set_error when `bytes` cannot be had; freeing a non-NULL pointer of
-// managed_alloc; prefetching bytes > 0 to `device` (a CPU backend has nothing to do).
-void* managed_alloc(const char* fn, size_t bytes);
-kbit_status managed_free(const char* fn, void* ptr);
-kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device);
-template <class T>
-kbit_status fill(const char* fn, T* A, T value, int64_t n);
-
-}  // namespace kbit::ops
+// The optim8 interface minor this backend implements (its version symbol): the header's, unless the backend's
+// build defines KBIT_BACKEND_OPTIM8_MINOR lower.
+#ifndef KBIT_BACKEND_OPTIM8_MINOR
+#define KBIT_BACKEND_OPTIM8_MINOR KBIT_OPTIM8_VERSION_MINOR
+#endif
+static_assert(KBIT_BACKEND_OPTIM8_MINOR <= KBIT_OPTIM8_VERSION_MINOR,
+              "a backend cannot implement a newer minor than its header");
 
 namespace kbit::exports {
 
@@ -118,22 +95,3 @@ kbit_status fill(const char* fn, T* A, T* /*B*/, T value, int64_t n) {
 }
 
 }  // namespace kbit::exports
-
-// ---- the exported symbols -----------------------------------------------------------------------
-
-#define KBIT_EXPORT_optim32 KBIT_EXPORT_WITH_VARIANT
-#define KBIT_EXPORT_optim8_blockwise KBIT_EXPORT_WITH_VARIANT
-#define KBIT_EXPORT_managed_ptr_alloc KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_managed_ptr_free KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_prefetch KBIT_EXPORT_PLAIN
-#define KBIT_EXPORT_fill KBIT_EXPORT_PLAIN
-
-extern "C" {
-
-KBIT_API uint32_t kbit_optim8_interface_version(void) {
-    return KBIT_MAKE_VERSION(KBIT_OPTIM8_VERSION_MAJOR, KBIT_OPTIM8_VERSION_MINOR);
-}
-
-#include "kbit_optim8_exports.def"
-
-}  // extern "C"

@@ -3,7 +3,7 @@
 // on the caller's stream. The bitsandbytes-named quantizers have no stream parameter and run on the
 // legacy default stream, as bitsandbytes does.
 #include "cuda_ops.h"
-#include "kbit_export_4bit.h"
+#include "kbit_ops_4bit.h"
 
 namespace kbit::ops {
 
@@ -91,5 +91,26 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, co
     return cuda::torchao_dequantize(fn, Elem<T>::dtype, quantized_data, quantized_scalers, quantization_factor,
                                     scaler_mean, out, n, block_size, scaler_block_size, stream);
 }
+
+// For every element type: the exported functions that call these are compiled in another file
+// (src/common/generated/kbit_4bit_exports.cpp).
+template decltype(quantize_4bit<float>) quantize_4bit<float>;
+template decltype(quantize_4bit<kbit_half>) quantize_4bit<kbit_half>;
+template decltype(quantize_4bit<kbit_bf16>) quantize_4bit<kbit_bf16>;
+template decltype(dequantize_4bit<float>) dequantize_4bit<float>;
+template decltype(dequantize_4bit<kbit_half>) dequantize_4bit<kbit_half>;
+template decltype(dequantize_4bit<kbit_bf16>) dequantize_4bit<kbit_bf16>;
+template decltype(gemv_4bit<float>) gemv_4bit<float>;
+template decltype(gemv_4bit<kbit_half>) gemv_4bit<kbit_half>;
+template decltype(gemv_4bit<kbit_bf16>) gemv_4bit<kbit_bf16>;
+template decltype(gemm_4bit<float>) gemm_4bit<float>;
+template decltype(gemm_4bit<kbit_half>) gemm_4bit<kbit_half>;
+template decltype(gemm_4bit<kbit_bf16>) gemm_4bit<kbit_bf16>;
+template decltype(torchao_quantize<float>) torchao_quantize<float>;
+template decltype(torchao_quantize<kbit_half>) torchao_quantize<kbit_half>;
+template decltype(torchao_quantize<kbit_bf16>) torchao_quantize<kbit_bf16>;
+template decltype(torchao_dequantize<float>) torchao_dequantize<float>;
+template decltype(torchao_dequantize<kbit_half>) torchao_dequantize<kbit_half>;
+template decltype(torchao_dequantize<kbit_bf16>) torchao_dequantize<kbit_bf16>;
 
 }  // namespace kbit::ops

@@ -3,10 +3,7 @@
 // on the caller's stream. The bitsandbytes-named quantizer has no stream parameter and runs on the
 // legacy default stream, as bitsandbytes does.
 #include "cuda_ops.h"
-// This backend implements 8bit 1.0: its blockwise kernels stop at blocksize 4096 (8bit 1.1 adds 8192
-// and 16384, so far on the CPU backend only).
-#define KBIT_BACKEND_8BIT_MINOR 0
-#include "kbit_export_8bit.h"
+#include "kbit_ops_8bit.h"
 
 namespace kbit::ops {
 
@@ -59,5 +56,14 @@ kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const i
     return cuda::int8_outlier_matmul_fp16(fn, A, W, W_stats, outlier_cols, out, rows, out_features, in_features,
                                           stream);
 }
+
+// For every element type: the exported functions that call these are compiled in another file
+// (src/common/generated/kbit_8bit_exports.cpp).
+template decltype(quantize_8bit<float>) quantize_8bit<float>;
+template decltype(quantize_8bit<kbit_half>) quantize_8bit<kbit_half>;
+template decltype(quantize_8bit<kbit_bf16>) quantize_8bit<kbit_bf16>;
+template decltype(dequantize_8bit<float>) dequantize_8bit<float>;
+template decltype(dequantize_8bit<kbit_half>) dequantize_8bit<kbit_half>;
+template decltype(dequantize_8bit<kbit_bf16>) dequantize_8bit<kbit_bf16>;
 
 }  // namespace kbit::ops

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cuda_check.h"
-#include "kbit_export_core.h"
+#include "kbit_ops_core.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "cuda_ops.h"
-#include "kbit_export_optim8.h"
+#include "kbit_ops_optim8.h"
 
 namespace kbit::ops {
 
@@ -42,5 +42,16 @@ kbit_status fill(const char* fn, T* A, T value, int64_t n) {
     if constexpr (std::is_same_v<T, float>) return cuda::fill_fp32(fn, A, value, n, nullptr);
     else return cuda::fill_uint8(fn, A, value, n, nullptr);
 }
+
+// For every element type: the exported functions that call these are compiled in another file
+// (src/common/generated/kbit_optim8_exports.cpp).
+template decltype(optim32<float>) optim32<float>;
+template decltype(optim32<kbit_half>) optim32<kbit_half>;
+template decltype(optim32<kbit_bf16>) optim32<kbit_bf16>;
+template decltype(optim8_blockwise<float>) optim8_blockwise<float>;
+template decltype(optim8_blockwise<kbit_half>) optim8_blockwise<kbit_half>;
+template decltype(optim8_blockwise<kbit_bf16>) optim8_blockwise<kbit_bf16>;
+template decltype(fill<float>) fill<float>;
+template decltype(fill<unsigned char>) fill<unsigned char>;
 
 }  // namespace kbit::ops

@@ -42,7 +42,7 @@ constexpr InterfaceInfo info_of(const char* name, const char* symbol, uint32_t m
     static_assert(sizeof(ns::Table) == sizeof(pub), #pub " matches abi/*.def (run scripts/abi_gen.py)");
 #define KBIT_INTERFACE_BEGIN(name, NAME, ns) KBIT_LOADER_SAME_OFFSET(ns, kbit_##name##_table)
 #define KBIT_INTERFACE_END(name, NAME, ns)
-#define KBIT_FN(minor, ret, name, params, args)
+#define KBIT_FN(minor, ret, name, params, args, variant)
 #include "kbit_all.def"
 #undef KBIT_INTERFACE_BEGIN
 #undef KBIT_INTERFACE_END
@@ -51,7 +51,7 @@ constexpr InterfaceInfo info_of(const char* name, const char* symbol, uint32_t m
 // Member by member: the current interface's tables are named by KBIT_INTERFACE_BEGIN.
 #define KBIT_INTERFACE_BEGIN(name, NAME, ns) namespace same_offsets_##ns { using Ours = ns::Table; using Public = kbit_##name##_table;
 #define KBIT_INTERFACE_END(name, NAME, ns) }
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     static_assert(offsetof(Ours, name) == offsetof(Public, name), #name " has the same place in both tables");
 #include "kbit_all.def"
 #undef KBIT_INTERFACE_BEGIN

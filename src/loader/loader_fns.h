@@ -74,8 +74,8 @@ void for_each(List<D...>, F&& f) {
     (visit_one<D>(f), ...);
 }
 
-#define KBIT_LOADER_TABLE_MEMBER(minor, ret, name, params, args) ret(*name) params;
-#define KBIT_LOADER_DESCRIPTOR(minor, ret, name, params, args)                     \
+#define KBIT_LOADER_TABLE_MEMBER(minor, ret, name, params, args, variant) ret(*name) params;
+#define KBIT_LOADER_DESCRIPTOR(minor, ret, name, params, args, variant)                     \
     struct name {                                                                  \
         using Ptr = ret(*) params;                                                 \
         static constexpr const char* id = #name;                                   \
@@ -84,7 +84,7 @@ void for_each(List<D...>, F&& f) {
         static constexpr int iface = kIface;                                       \
         static constexpr Ptr Table::*member = &Table::name;                        \
     };
-#define KBIT_LOADER_LIST_ITEM(minor, ret, name, params, args) name,
+#define KBIT_LOADER_LIST_ITEM(minor, ret, name, params, args, variant) name,
 
 // ---- one namespace per interface, from abi/interfaces.def and its function lists ---------------
 // Pass 1: constants and the table struct.

@@ -60,7 +60,7 @@ extern "C" {
         return KBIT_MAKE_VERSION(kbit::loader::ns::kMajor, kbit::loader::ns::kMinor); \
     }
 #define KBIT_INTERFACE_END(name, NAME, ns)
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     KBIT_API ret name params { return kbit::loader::forward<kbit::loader::functions::name> args; }
 #include "kbit_all.def"
 #undef KBIT_FN

@@ -12,7 +12,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #endif
 
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     KBIT_API ret name params { return (ret)0; }
 #include "kbit_core.def"
 #include "kbit_4bit.def"

@@ -10,7 +10,7 @@
 
 typedef void (*any_fn)(void);
 
-#define KBIT_FN(minor, ret, name, params, args) static ret(*const p_##name) params = &name;
+#define KBIT_FN(minor, ret, name, params, args, variant) static ret(*const p_##name) params = &name;
 #include "kbit_core.def"
 #ifdef KBIT_TEST_4BIT
 #include "kbit_4bit.def"
@@ -26,7 +26,7 @@ typedef void (*any_fn)(void);
 #endif
 #undef KBIT_FN
 
-#define KBIT_FN(minor, ret, name, params, args) {#name, (any_fn)p_##name},
+#define KBIT_FN(minor, ret, name, params, args, variant) {#name, (any_fn)p_##name},
 static const struct {
     const char* name;
     any_fn fn;

@@ -6,7 +6,7 @@
 
 #include "kbit/kbit_loader.h"
 
-#define KBIT_FN(minor, ret, name, params, args) static ret(*const p_##name) params = &name;
+#define KBIT_FN(minor, ret, name, params, args, variant) static ret(*const p_##name) params = &name;
 #include "kbit_loader.def"
 #undef KBIT_FN
 
@@ -40,7 +40,7 @@ int main(void) {
         if (expected != sizeof table) ++failures;       \
         (void)table.size;                               \
     }
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     table.name = &name;                         \
     CHECK_ORDER(name);
 #include "kbit_all.def"

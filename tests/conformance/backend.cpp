@@ -14,7 +14,7 @@ Backend g_backend;
 // Copies the loader's table of one interface into the suite's typed struct.
 #define KBIT_INTERFACE_BEGIN(name, NAME, ns) void copy(Fns_##ns& fns, const kbit_##name##_table* table) {
 #define KBIT_INTERFACE_END(name, NAME, ns) }
-#define KBIT_FN(minor, ret, name, params, args) fns.name = table->name;
+#define KBIT_FN(minor, ret, name, params, args, variant) fns.name = table->name;
 #include "kbit_all.def"
 #undef KBIT_FN
 #undef KBIT_INTERFACE_END
@@ -23,7 +23,7 @@ Backend g_backend;
 // The same structs filled with libkbit.so's exports (the trampolines), resolved at link time.
 #define KBIT_INTERFACE_BEGIN(name, NAME, ns) void use_trampolines(Fns_##ns& fns) {
 #define KBIT_INTERFACE_END(name, NAME, ns) }
-#define KBIT_FN(minor, ret, name, params, args) fns.name = &::name;
+#define KBIT_FN(minor, ret, name, params, args, variant) fns.name = &::name;
 #include "kbit_all.def"
 #undef KBIT_FN
 #undef KBIT_INTERFACE_END

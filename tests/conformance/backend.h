@@ -18,7 +18,7 @@ namespace kbit_test {
 #define KBIT_INTERFACE_END(name, NAME, ns) \
     }                                      \
     ;
-#define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
+#define KBIT_FN(minor, ret, name, params, args, variant) ret(*name) params = nullptr;
 #include "kbit_all.def"
 #undef KBIT_FN
 #undef KBIT_INTERFACE_BEGIN

@@ -18,7 +18,7 @@ using namespace kbit_test;
 namespace {
 
 struct BnbFns {
-#define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
+#define KBIT_FN(minor, ret, name, params, args, variant) ret(*name) params = nullptr;
 #include "kbit_bnb_cpu.def"
 #undef KBIT_FN
 };
@@ -35,7 +35,7 @@ const BnbFns* bnb_fns() {
             return nullptr;
         }
         static BnbFns f;
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     f.name = reinterpret_cast<ret(*) params>(dlsym(h, #name));
 #include "kbit_bnb_cpu.def"
 #undef KBIT_FN

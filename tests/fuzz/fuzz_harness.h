@@ -508,7 +508,7 @@ struct Fn {
     void (*addr)();
     std::type_index type;
 };
-#define KBIT_FUZZ_FN_ENTRY(since, ret, name, params, args) \
+#define KBIT_FUZZ_FN_ENTRY(since, ret, name, params, args, variant) \
     kfuzz::Fn{#name, reinterpret_cast<void (*)()>(&name), std::type_index(typeid(decltype(&name)))},
 
 using Handler = std::function<void(Call&)>;

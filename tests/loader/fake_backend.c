@@ -229,7 +229,7 @@ static __attribute__((unused)) void fake_result(const char* fn, void* out, size_
     }
 }
 
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     KBIT_API ret name params {                  \
         ret r;                                  \
         fake_result(#name, &r, sizeof r);       \

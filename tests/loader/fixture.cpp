@@ -77,7 +77,7 @@ Loader::Loader(const std::string& dir, const std::string& source) {
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     INFO(dlerror());
     REQUIRE(handle != nullptr);
-#define KBIT_FN(minor, ret, name, params, args) api.name = reinterpret_cast<decltype(api.name)>(raw_sym(#name));
+#define KBIT_FN(minor, ret, name, params, args, variant) api.name = reinterpret_cast<decltype(api.name)>(raw_sym(#name));
 #include "kbit_loader.def"
 #undef KBIT_FN
     api.kbit_loader_interface_version =

@@ -13,7 +13,7 @@ namespace loader_test {
 
 // The loader API of one libkbit.so copy, typed from abi/kbit_loader.def.
 struct LoaderApi {
-#define KBIT_FN(minor, ret, name, params, args) ret(*name) params = nullptr;
+#define KBIT_FN(minor, ret, name, params, args, variant) ret(*name) params = nullptr;
 #include "kbit_loader.def"
 #undef KBIT_FN
     uint32_t (*kbit_loader_interface_version)(void) = nullptr;

@@ -44,7 +44,7 @@ TEST_CASE("trampolines: every exported function forwards to the default backend'
         CHECK(l.sym<uint32_t (*)(void)>("kbit_" #name "_interface_version")() ==           \
               KBIT_MAKE_VERSION(KBIT_##NAME##_VERSION_MAJOR, KBIT_##NAME##_VERSION_MINOR));
 #define KBIT_INTERFACE_END(name, NAME, ns) }
-#define KBIT_FN(minor, ret, name, params, args) \
+#define KBIT_FN(minor, ret, name, params, args, variant) \
     if (!core_interface) call_all(l, fc, #name, static_cast<ret(*) params>(nullptr));
 #include "kbit_all.def"
 #undef KBIT_FN

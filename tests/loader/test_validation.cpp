@@ -33,7 +33,7 @@ void check_table_is_fakes(const Table* t, void* fake_handle, const char* const* 
     }
 }
 
-#define KBIT_FN(minor, ret, name, params, args) #name,
+#define KBIT_FN(minor, ret, name, params, args, variant) #name,
 const char* const k4bit[] = {
 #include "kbit_4bit.def"
 };

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "aligned_buffer.h"
-#include "kbit_export_optim8.h"
+#include "kbit_ops_optim8.h"
 #include "kernels_optim8.h"
 #include "parallel_range.h"
 #include "ref_optim8.h"
@@ -62,5 +62,16 @@ kbit_status fill(const char*, T* A, T value, int64_t n) {
     cpu::parallel_range(n, kFillChunk, [&](int64_t i0, int64_t i1) { std::fill(A + i0, A + i1, value); });
     return KBIT_STATUS_SUCCESS;
 }
+
+// For every element type: the exported functions that call these are compiled in another file
+// (src/common/generated/kbit_optim8_exports.cpp).
+template decltype(optim32<float>) optim32<float>;
+template decltype(optim32<kbit_half>) optim32<kbit_half>;
+template decltype(optim32<kbit_bf16>) optim32<kbit_bf16>;
+template decltype(optim8_blockwise<float>) optim8_blockwise<float>;
+template decltype(optim8_blockwise<kbit_half>) optim8_blockwise<kbit_half>;
+template decltype(optim8_blockwise<kbit_bf16>) optim8_blockwise<kbit_bf16>;
+template decltype(fill<float>) fill<float>;
+template decltype(fill<unsigned char>) fill<unsigned char>;
 
 }  // namespace kbit::ops

@@ -10,7 +10,7 @@
 #include "aligned_buffer.h"
 #include "cpu_isa.h"
 #include "kernels_8bit.h"
-#include "kbit_export_core.h"
+#include "kbit_ops_core.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kbit_export_4bit.h"
+#include "kbit_ops_4bit.h"
 #include "kernels_4bit.h"
 #include "parallel_range.h"
 #include "ref_4bit.h"
@@ -156,5 +156,26 @@ kbit_status torchao_dequantize(const char*, const uint8_t* qd, const int8_t* qs,
                            });
     return KBIT_STATUS_SUCCESS;
 }
+
+// For every element type: the exported functions that call these are compiled in another file
+// (src/common/generated/kbit_4bit_exports.cpp).
+template decltype(quantize_4bit<float>) quantize_4bit<float>;
+template decltype(quantize_4bit<kbit_half>) quantize_4bit<kbit_half>;
+template decltype(quantize_4bit<kbit_bf16>) quantize_4bit<kbit_bf16>;
+template decltype(dequantize_4bit<float>) dequantize_4bit<float>;
+template decltype(dequantize_4bit<kbit_half>) dequantize_4bit<kbit_half>;
+template decltype(dequantize_4bit<kbit_bf16>) dequantize_4bit<kbit_bf16>;
+template decltype(gemv_4bit<float>) gemv_4bit<float>;
+template decltype(gemv_4bit<kbit_half>) gemv_4bit<kbit_half>;
+template decltype(gemv_4bit<kbit_bf16>) gemv_4bit<kbit_bf16>;
+template decltype(gemm_4bit<float>) gemm_4bit<float>;
+template decltype(gemm_4bit<kbit_half>) gemm_4bit<kbit_half>;
+template decltype(gemm_4bit<kbit_bf16>) gemm_4bit<kbit_bf16>;
+template decltype(torchao_quantize<float>) torchao_quantize<float>;
+template decltype(torchao_quantize<kbit_half>) torchao_quantize<kbit_half>;
+template decltype(torchao_quantize<kbit_bf16>) torchao_quantize<kbit_bf16>;
+template decltype(torchao_dequantize<float>) torchao_dequantize<float>;
+template decltype(torchao_dequantize<kbit_half>) torchao_dequantize<kbit_half>;
+template decltype(torchao_dequantize<kbit_bf16>) torchao_dequantize<kbit_bf16>;
 
 }  // namespace kbit::ops
