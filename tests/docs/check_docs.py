@@ -13,7 +13,8 @@ Reads README.md, docs/*.md, abi/ABI.md and bench/*.md and reports, one line each
 - a link or path that leaves the repository (an absolute link, a link resolving above the root,
   ../shared, /work/);
 - a line-number citation (file.cpp:49, "line 120", #L12), except in docs/architecture.md and
-  docs/adding-a-function.md.
+  docs/adding-a-function.md;
+- a document in docs/ that neither README.md nor docs/README.md links to.
 
 Exit status 0 when there is nothing to report, 1 otherwise. Python 3 standard library only.
 """
@@ -149,7 +150,7 @@ def line_of(text, offset):
     return text.count("\n", 0, offset) + 1
 
 
-def check_link(root, doc, target, problems, where):
+def check_link(root, doc, target, problems, where, linked):
     if not target or URL_SCHEME.match(target):
         return
     if target.startswith("/"):
@@ -166,6 +167,7 @@ def check_link(root, doc, target, problems, where):
         if not resolved.exists():
             problems.append(f"{where}: link {target!r}: {resolved.relative_to(root)} does not exist")
             return
+        linked.add(resolved)
     else:
         resolved = doc
     if anchor and resolved.is_file() and resolved.suffix == ".md":
@@ -192,6 +194,7 @@ def check_path_token(root, token, problems, where):
 
 def check(root):
     problems = []
+    linked_from_index = set()  # files README.md and docs/README.md link to
     for name in doc_files(root):
         doc = root / name
         text = doc.read_text(encoding="utf-8")
@@ -202,13 +205,15 @@ def check(root):
         def where(offset):
             return f"{name}:{line_of(text, offset)}"
 
+        linked = linked_from_index if name in ("README.md", "docs/README.md") else set()
+
         # Links (not inside code).
         for m in INLINE_LINK.finditer(plain):
-            check_link(root, doc, m.group(2), problems, where(m.start()))
+            check_link(root, doc, m.group(2), problems, where(m.start()), linked)
         for m in REFERENCE_DEF.finditer(plain):
-            check_link(root, doc, m.group(1), problems, where(m.start()))
+            check_link(root, doc, m.group(1), problems, where(m.start()), linked)
         for m in HTML_HREF.finditer(plain):
-            check_link(root, doc, m.group(1), problems, where(m.start()))
+            check_link(root, doc, m.group(1), problems, where(m.start()), linked)
 
         # Paths in inline code and code blocks.
         for start, end in spans:
@@ -229,6 +234,9 @@ def check(root):
                 problems.append(f"{where(m.start())}: line-number citation {m.group(0)!r} (name the function or section)")
             for m in GITHUB_LINE.finditer(plain):
                 problems.append(f"{where(m.start())}: line-number citation {m.group(0)!r} (name the function or section)")
+    for doc in sorted((root / "docs").glob("*.md")):
+        if doc.name != "README.md" and doc.resolve() not in linked_from_index:
+            problems.append(f"docs/{doc.name}: not linked from README.md or docs/README.md")
     return problems
 
 
