@@ -40,6 +40,8 @@ LINE_WORD = re.compile(r"\b[Ll]ines? \d+(?:\s*[-–]\s*\d+)?\b")
 GITHUB_LINE = re.compile(r"#L\d+")
 OUTSIDE = re.compile(r"\.\./shared\b|(?<![\w.])/work/")
 URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+BACKTICKS = re.compile(r"`+")
+BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 def doc_files(root):
@@ -82,12 +84,12 @@ def code_spans(prose):
     spans = []
     i = 0
     while True:
-        m = re.compile(r"`+").search(prose, i)
+        m = BACKTICKS.search(prose, i)
         if not m:
             return spans
         n = len(m.group(0))
         close = re.compile(r"(?<!`)`{%d}(?!`)" % n).search(prose, m.end())
-        if close is None or "\n\n" in prose[m.end():close.start()] or re.search(r"\n[ \t]*\n", prose[m.end():close.start()]):
+        if close is None or BLANK_LINE.search(prose, m.end(), close.start()):
             i = m.end()
             continue
         spans.append((m.end(), close.start()))
@@ -124,9 +126,14 @@ def slug(text):
     return "".join(out)
 
 
-def anchors(path, cache={}):
-    if path in cache:
-        return cache[path]
+_ANCHORS = {}  # path -> the anchors of that Markdown file
+
+
+def anchors(path):
+    """The #anchors GitHub gives a Markdown file: its headings' slugs (a repeated slug gets -1, -2, ...)
+    and the ids and names of its <a> tags."""
+    if path in _ANCHORS:
+        return _ANCHORS[path]
     text = path.read_text(encoding="utf-8")
     prose, _ = split_fences(text)
     found, seen = set(), {}
@@ -142,7 +149,7 @@ def anchors(path, cache={}):
             seen[base] = 0
             found.add(base)
     found.update(HTML_ANCHOR.findall(prose))
-    cache[path] = found
+    _ANCHORS[path] = found
     return found
 
 
