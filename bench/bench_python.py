@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Cost of the Python layer over the C ABI (bench/RESULTS.md, "Python"): the per-call overhead of
-kbit.functional, of a raw ctypes call with argtypes (kbit.load) and without (bitsandbytes' style), and
-of cffi, on a tiny tensor; and the share of the Python layer in a large quantize / dequantize.
+"""Cost of the Python layer over the C ABI (bench/notes/2026-11-30-python-layer.md): the per-call
+overhead of kbit.functional, of a raw ctypes call with argtypes (kbit.load) and without (bitsandbytes'
+style), and of cffi, on a tiny tensor; and the share of the Python layer in a large quantize / dequantize.
 
 Usage: KBIT_LIBRARY_DIR=build/lib PYTHONPATH=python .venv/bin/python bench/bench_python.py [--repeat N]
 Prints CSV: case,microseconds_per_call (median of N rounds)."""

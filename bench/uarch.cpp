@@ -1,7 +1,8 @@
 // kbit_uarch: what the instructions that bound kbit's CPU kernels cost on this machine, in cycles of
-// its clock measured in the same process. RESULTS.md argues each unmet target from instruction counts
-// (so many gathers, divisions, shuffles per 16 elements); this tool measures the price of each, so the
-// argument can be checked on any machine, including guests without performance counters.
+// its clock measured in the same process. The notes in bench/notes/ argue each unmet target from
+// instruction counts (so many gathers, divisions, shuffles per 16 elements); this tool measures the
+// price of each, so the argument can be checked on any machine, including guests without performance
+// counters.
 //
 // The clock is a chain of dependent 64-bit `imul`s (3 cycles each on every x86 core kbit targets),
 // timed before and after each probe. Each probe runs 8 (or 4) independent chains of one instruction
