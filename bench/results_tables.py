@@ -3,6 +3,7 @@
 
     python3 bench/results_tables.py           # rewrite the region between the two marker lines
     python3 bench/results_tables.py --check   # exit 1 if RESULTS.md differs from what it would write
+                                              # (2: a CSV, current.json or the markers are wrong)
     python3 bench/results_tables.py --print   # the region on stdout, RESULTS.md untouched
 
 Which rows are current is data, not prose: bench/results/current.json lists, per table, the CSVs
@@ -388,8 +389,11 @@ def main():
         with open(RESULTS_MD) as f:
             old = f.read()
         new = splice(old, region)
-    except DataError as e:
+    except (DataError, ValueError) as e:  # ValueError: current.json is not JSON
         print(f"results_tables.py: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        print(f"results_tables.py: current.json or a CSV lacks the key {e}", file=sys.stderr)
         return 2
     if args.check:
         if new != old:
