@@ -1,10 +1,10 @@
-// loader_fns.h — compile-time descriptions of every interface function, generated from abi/*.def
-// through X-macros, so the loader never lists a function by hand.
-//
-// For each interface: a table struct with the layout of the public kbit_<iface>_table, one
-// descriptor type per function (signature, name, since-minor, result kind, table member), and a type
-// list of all descriptors in list order. A test build can put a longer .def on the include path and
-// raise one interface's minor (KBIT_LOADER_TEST_INTERFACE below; tests/loader: older-minor backends).
+// loader_fns.h — compile-time descriptions of every interface function, so the loader never lists a
+// function by hand. For each interface, a file generated from abi/kbit_<iface>.def by
+// scripts/abi_gen.py (src/loader/generated/kbit_<iface>_functions.h) spells out a table struct with the
+// layout of the public kbit_<iface>_table, one descriptor per function (its table member and so its
+// type, name, since-minor, result kind) and the list of all descriptors in table order. A test
+// build generates those files from a longer list and raises one interface's minor
+// (KBIT_LOADER_TEST_INTERFACE below; tests/loader: older-minor backends).
 #pragma once
 
 #include <cstddef>
@@ -21,14 +21,11 @@
 #define KBIT_LOADER_TEST_MINOR 0
 #endif
 
-#define KBIT_LOADER_STR_(x) #x
-#define KBIT_LOADER_STR(x) KBIT_LOADER_STR_(x)
-
 namespace kbit::loader {
 
 constexpr int kInterfaces = KBIT_INTERFACE_COUNT;
 
-// How a result tells failure apart, from the return type's spelling in the .def.
+// How a result tells failure apart (scripts/abi_gen.py reads it from the return type's spelling).
 enum class Result { Status, Pointer, String, Value };
 
 constexpr bool same(const char* a, const char* b) {
@@ -36,115 +33,39 @@ constexpr bool same(const char* a, const char* b) {
     return *a == *b;
 }
 
-// Equality ignoring spaces ("const char *" == "const char*").
-constexpr bool same_tokens(const char* a, const char* b) {
-    for (;;) {
-        while (*a == ' ') ++a;
-        while (*b == ' ') ++b;
-        if (*a != *b) return false;
-        if (*a == '\0') return true;
-        ++a, ++b;
-    }
-}
-
-constexpr Result result_kind(const char* ret) {
-    if (same_tokens(ret, "kbit_status")) return Result::Status;
-    if (same_tokens(ret, "const char*")) return Result::String;
-    size_t n = 0;
-    while (ret[n] != '\0') ++n;
-    while (n > 0 && ret[n - 1] == ' ') --n;
-    return n > 0 && ret[n - 1] == '*' ? Result::Pointer : Result::Value;
-}
-
-static_assert(result_kind("const char *") == Result::String && result_kind("kbit_context*") == Result::Pointer &&
-              result_kind("int32_t") == Result::Value && result_kind("kbit_status") == Result::Status);
-
-template <class... T>
+template <class... D>
 struct List {};
-struct ListEnd {};  // terminates every list (the X-macro leaves a trailing comma)
-
-template <class D, class F>
-void visit_one(F& f) {
-    if constexpr (!std::is_same_v<D, ListEnd>) f(static_cast<D*>(nullptr));
-}
 
 // Calls f(static_cast<D*>(nullptr)) for every descriptor D of a List, in list order.
 template <class... D, class F>
 void for_each(List<D...>, F&& f) {
-    (visit_one<D>(f), ...);
+    (f(static_cast<D*>(nullptr)), ...);
 }
 
-#define KBIT_LOADER_TABLE_MEMBER(minor, ret, name, params, args, variant) ret(*name) params;
-#define KBIT_LOADER_DESCRIPTOR(minor, ret, name, params, args, variant)                     \
-    struct name {                                                                  \
-        using Ptr = ret(*) params;                                                 \
-        static constexpr const char* id = #name;                                   \
-        static constexpr uint32_t since = minor;                                   \
-        static constexpr Result kind = result_kind(#ret);                          \
-        static constexpr int iface = kIface;                                       \
-        static constexpr Ptr Table::*member = &Table::name;                        \
-    };
-#define KBIT_LOADER_LIST_ITEM(minor, ret, name, params, args, variant) name,
+// What the loader knows of one function at compile time: its table member (and so its type), its
+// interface, the minor that added it and how its result tells failure apart. Each function's
+// descriptor, kbit::loader::functions::<name>, adds its name as `id`.
+template <auto Member, int Iface, uint32_t Since, Result Kind>
+struct Descriptor;
+template <class TableT, class P, P TableT::*Member, int Iface, uint32_t Since, Result Kind>
+struct Descriptor<Member, Iface, Since, Kind> {
+    using Ptr = P;
+    static constexpr uint32_t since = Since;
+    static constexpr Result kind = Kind;
+    static constexpr int iface = Iface;
+    static constexpr Ptr TableT::*member = Member;
+};
 
-// ---- one namespace per interface, from abi/interfaces.def and its function lists ---------------
-// Pass 1: constants and the table struct.
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns)                                                     \
-    namespace ns {                                                                               \
-    constexpr int kIface = KBIT_INTERFACE_##NAME;                                                \
-    constexpr uint32_t kMajor = KBIT_##NAME##_VERSION_MAJOR;                                     \
-    constexpr uint32_t kMinor =                                                                  \
-        kIface == KBIT_LOADER_TEST_INTERFACE ? KBIT_LOADER_TEST_MINOR : KBIT_##NAME##_VERSION_MINOR; \
-    constexpr const char* kName = #name;                                                         \
-    constexpr const char* kVersionSymbol = KBIT_LOADER_STR(kbit_##name##_interface_version);     \
-    using PublicTable = kbit_##name##_table;                                                     \
-    struct Table {                                                                               \
-        size_t size;                                                                             \
-        uint32_t version;
-#define KBIT_INTERFACE_END(name, NAME, ns) \
-    };                                     \
-    }
-#define KBIT_FN KBIT_LOADER_TABLE_MEMBER
-#include "kbit_all.def"
-#undef KBIT_FN
-#undef KBIT_INTERFACE_BEGIN
-#undef KBIT_INTERFACE_END
+}  // namespace kbit::loader
 
-// Pass 2: one descriptor per function; loader::functions::<name> finds any of them (function names
-// are unique across interfaces: they are C symbols).
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns) namespace ns {
-#define KBIT_INTERFACE_END(name, NAME, ns) \
-    }                                      \
-    namespace functions {                  \
-    using namespace ::kbit::loader::ns;    \
-    }
-#define KBIT_FN KBIT_LOADER_DESCRIPTOR
-#include "kbit_all.def"
-#undef KBIT_FN
-#undef KBIT_INTERFACE_BEGIN
-#undef KBIT_INTERFACE_END
+// One file per interface (abi/interfaces.def), generated from its list by scripts/abi_gen.py: its
+// constants, Table, descriptors and the list All of them (namespace kbit::loader::<ns>).
+#include "kbit_core_functions.h"
+#include "kbit_4bit_functions.h"
+#include "kbit_8bit_functions.h"
+#include "kbit_optim8_functions.h"
 
-// Pass 3: the list of all descriptors in list order, and the interface's traits.
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns) \
-    namespace ns {                           \
-    using All = List<
-#define KBIT_INTERFACE_END(name, NAME, ns) \
-    ListEnd > ;                            \
-    struct Traits {                        \
-        using TableT = Table;              \
-        using Functions = All;             \
-        using Public = PublicTable;        \
-        static constexpr int id = kIface;  \
-    };                                     \
-    }
-#define KBIT_FN KBIT_LOADER_LIST_ITEM
-#include "kbit_all.def"
-#undef KBIT_FN
-#undef KBIT_INTERFACE_BEGIN
-#undef KBIT_INTERFACE_END
-
-#undef KBIT_LOADER_TABLE_MEMBER
-#undef KBIT_LOADER_DESCRIPTOR
-#undef KBIT_LOADER_LIST_ITEM
+namespace kbit::loader {
 
 // Calls f(Ns::Traits{}) for each interface, in interface-id order.
 template <class F>

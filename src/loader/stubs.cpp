@@ -229,7 +229,7 @@ bool install_stubs(kbit_backend& b, std::string* error) {
             if (table.*D::member == nullptr) table.*D::member = stub_for<D>(b.slot);
         });
     });
-    b.tables.core.kbit_last_error_message = stub_for<core::kbit_last_error_message>(b.slot);
+    b.tables.core.kbit_last_error_message = stub_for<functions::kbit_last_error_message>(b.slot);
     return true;
 }
 
