@@ -42,30 +42,52 @@ void for_each(List<D...>, F&& f) {
     (f(static_cast<D*>(nullptr)), ...);
 }
 
-// What the loader knows of one function at compile time: its table member (and so its type), its
-// interface, the minor that added it and how its result tells failure apart. Each function's
+// The interface a function table belongs to (specialized for each table in kbit_loader_functions.h).
+template <class TableT>
+constexpr int interface_of = -1;
+
+// What the loader knows of one function at compile time: its table member (and so its type and its
+// interface), the minor that added it and how its result tells failure apart. Each function's
 // descriptor, kbit::loader::functions::<name>, adds its name as `id`.
-template <auto Member, int Iface, uint32_t Since, Result Kind>
+template <auto Member, uint32_t Since, Result Kind>
 struct Descriptor;
-template <class TableT, class P, P TableT::*Member, int Iface, uint32_t Since, Result Kind>
-struct Descriptor<Member, Iface, Since, Kind> {
+template <class TableT, class P, P TableT::*Member, uint32_t Since, Result Kind>
+struct Descriptor<Member, Since, Kind> {
     using Ptr = P;
     static constexpr uint32_t since = Since;
     static constexpr Result kind = Kind;
-    static constexpr int iface = Iface;
+    static constexpr int iface = interface_of<TableT>;
     static constexpr Ptr TableT::*member = Member;
 };
 
 }  // namespace kbit::loader
 
-// One file per interface (abi/interfaces.def), generated from its list by scripts/abi_gen.py: its
-// constants, Table, descriptors and the list All of them (namespace kbit::loader::<ns>).
-#include "kbit_core_functions.h"
-#include "kbit_4bit_functions.h"
-#include "kbit_8bit_functions.h"
-#include "kbit_optim8_functions.h"
+// Generated from the lists by scripts/abi_gen.py: each interface's Table, descriptors and the list
+// All of them (namespace kbit::loader::<ns>).
+#include "kbit_loader_functions.h"
 
 namespace kbit::loader {
+
+// Each interface's constants and traits, from the registry.
+#define KBIT_INTERFACE(name, NAME, ns)                                                               \
+    namespace ns {                                                                                   \
+    constexpr int kIface = KBIT_INTERFACE_##NAME;                                                    \
+    constexpr uint32_t kMajor = KBIT_##NAME##_VERSION_MAJOR;                                         \
+    /* the minor this loader implements (a test loader raises one interface's) */                   \
+    constexpr uint32_t kMinor =                                                                      \
+        kIface == KBIT_LOADER_TEST_INTERFACE ? KBIT_LOADER_TEST_MINOR : KBIT_##NAME##_VERSION_MINOR; \
+    constexpr const char* kName = #name;                                                             \
+    constexpr const char* kVersionSymbol = "kbit_" #name "_interface_version";                       \
+    using PublicTable = kbit_##name##_table;                                                         \
+    struct Traits {                                                                                  \
+        using TableT = Table;                                                                        \
+        using Functions = All;                                                                       \
+        using Public = PublicTable;                                                                  \
+        static constexpr int id = kIface;                                                            \
+    };                                                                                               \
+    }
+#include "interfaces.def"
+#undef KBIT_INTERFACE
 
 // Calls f(Ns::Traits{}) for each interface, in interface-id order.
 template <class F>
