@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -43,16 +42,11 @@ namespace {
 using kbit::io::Invalid;
 using kbit::io::format;
 
-constexpr const char* kIndexName = "model.safetensors.index.json";
+using kbit::fs::is_dir;
+using kbit::fs::is_file;
+using kbit::fs::join;
 
-bool is_dir(const std::string& p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+constexpr const char* kIndexName = "model.safetensors.index.json";
 
 // Maps `path` read-only and parses it as shard `shard`.
 void map_file(kbit_io_checkpoint& ck, const std::string& path, size_t shard) {
@@ -83,10 +77,6 @@ void map_file(kbit_io_checkpoint& ck, const std::string& path, size_t shard) {
                                 ck.files.back());
 }
 
-std::string join(const std::string& dir, const std::string& name) {
-    return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
 // A shard name from the index: relative, and no ".." component (it stays inside the directory).
 bool inside(const std::string& name) {
     if (name.empty() || name[0] == '/') return false;
@@ -100,15 +90,7 @@ bool inside(const std::string& name) {
 void open_index(kbit_io_checkpoint& ck, const std::string& index_path) {
     const std::string dir = index_path.find('/') == std::string::npos ? "." : index_path.substr(0, index_path.rfind('/'));
     const char* ip = index_path.c_str();
-    std::ifstream in(index_path, std::ios::binary);
-    if (!in) throw Invalid(format("%s: cannot open: %s", ip, std::strerror(errno)));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    nlohmann::json idx;
-    try {
-        idx = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw Invalid(format("%s: not valid JSON (%s)", ip, e.what()));
-    }
+    nlohmann::json idx = kbit::fs::read_json(index_path);  // kbit::fs::Error
     if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
         throw Invalid(format("%s: weight_map: missing or not a JSON object", ip));
     const nlohmann::json& wm = idx["weight_map"];
@@ -198,8 +180,7 @@ KBIT_API kbit_status kbit_io_open(const char* path, kbit_io_checkpoint** out) {
         if (!path || !out) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "path and out must not be NULL");
         auto ck = std::make_unique<kbit_io_checkpoint>();
         try {
-            std::string p = path;
-            while (p.size() > 1 && p.back() == '/') p.pop_back();
+            const std::string p = kbit::fs::strip_slashes(path);
             if (is_dir(p)) {
                 if (is_file(join(p, kIndexName))) open_index(*ck, join(p, kIndexName));
                 else if (is_file(join(p, "model.safetensors"))) map_file(*ck, join(p, "model.safetensors"), 0);
@@ -211,6 +192,8 @@ KBIT_API kbit_status kbit_io_open(const char* path, kbit_io_checkpoint** out) {
             }
             build(*ck);
         } catch (const Invalid& e) {
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what());
+        } catch (const kbit::fs::Error& e) {
             return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what());
         }
         *out = ck.release();

@@ -1,6 +1,6 @@
 // io_internal.h — the parts of libkbit_io.so behind the C API (src/io/api.cpp): the safetensors
 // parser (safetensors.cpp), the bitsandbytes layer rules (layers.cpp), the checkpoint object and the
-// writer's helpers (writer.cpp).
+// writer's helpers (writer.cpp). Files and temporary outputs: fsutil.h.
 // Everything here works on bytes already in memory, so tests/fuzz/fuzz_io.cpp can drive it directly.
 // Checks throw Invalid with a message naming the file, the tensor and the field; api.cpp turns it into
 // KBIT_STATUS_INVALID_ARGUMENT.
@@ -16,6 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "fsutil.h"
 #include "kbit/kbit_io.h"
 
 namespace kbit::io {
@@ -26,7 +27,7 @@ struct Invalid : std::runtime_error {
 };
 
 // printf-style std::string.
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+using kbit::fs::format;
 
 // A JSON integer >= 0 of a quant_state field into `out` ("-0" included: Python's json reads it as 0).
 bool json_size(const nlohmann::json& v, uint64_t& out);

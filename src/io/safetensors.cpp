@@ -7,8 +7,6 @@
 // at the end of the file.
 #include <algorithm>
 #include <cinttypes>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -44,22 +42,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
-
-std::string format(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char buf[512];
-    const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0) return fmt;
-    if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, static_cast<size_t>(n));
-    std::string out(static_cast<size_t>(n) + 1, '\0');
-    va_start(ap, fmt);
-    std::vsnprintf(&out[0], out.size(), fmt, ap);
-    va_end(ap);
-    out.resize(static_cast<size_t>(n));
-    return out;
-}
 
 bool json_size(const nlohmann::json& v, uint64_t& out) {
     if (v.is_number_unsigned()) {

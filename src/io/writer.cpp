@@ -9,12 +9,10 @@
 // writes its bytes once, at their place in the temporary file. The caller never holds more than one
 // tensor.
 //
-// The temporary file has no name while it is written (O_TMPFILE) where the file system and /proc allow
-// it: finish() links it in (then renames it), so a process killed part way (SIGKILL, the OOM killer) leaves nothing
-// behind, not a file as large as the model. Elsewhere it is PATH.kbit-tmp-XXXXXX, renamed at the end.
+// The file is written as a kbit::fs::TempFile (fsutil.h): without a name where the file system and
+// /proc allow it, so a process killed part way leaves nothing behind, not a file as large as the
+// model; finish() gives it PATH.
 #include <fcntl.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,8 +42,7 @@ struct kbit_io_writer {
         bool added;       // false only for a declared tensor not yet added
     };
     std::string path;
-    std::string tmp_path;  // empty while the temporary file has no name (O_TMPFILE)
-    int tmp_fd = -1;
+    kbit::fs::TempFile file;  // becomes path at finish()
     int scratch_fd = -1;
     uint64_t scratch_size = 0;
     std::map<std::string, std::string> metadata;
@@ -57,13 +54,9 @@ struct kbit_io_writer {
 
     ~kbit_io_writer() {
         if (scratch_fd >= 0) close(scratch_fd);
-        if (tmp_fd >= 0) {
-            close(tmp_fd);
-            if (!tmp_path.empty()) unlink(tmp_path.c_str());
-        }
     }
     // The name messages give the file being written.
-    const std::string& shown() const { return tmp_path.empty() ? path : tmp_path; }
+    const std::string& shown() const { return file.shown(); }
 };
 
 namespace {
@@ -139,43 +132,6 @@ void copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n, 
         out_off += static_cast<uint64_t>(r);
         n -= static_cast<uint64_t>(r);
     }
-}
-
-std::string dir_of(const std::string& p) {
-    const size_t slash = p.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : p.substr(0, slash);
-}
-
-// An unnamed file in dir (O_TMPFILE, mode 0666 & ~umask), or -1 where the file system has none or
-// /proc, through which finish() links it in, is not mounted (a bare chroot): then the caller names one.
-int open_unnamed(const std::string& dir) {
-    if (access("/proc/self/fd", X_OK) != 0) return -1;
-    return open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
-}
-
-// A name beside path that is not there yet: PATH.kbit-tmp- and six random letters or digits.
-std::string fresh_name(const std::string& path) {
-    static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    unsigned char r[6] = {};
-    if (getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))  // never short for 6 bytes; a fallback anyway
-        for (size_t i = 0; i < sizeof r; ++i) r[i] = static_cast<unsigned char>(std::rand());
-    std::string name = path + ".kbit-tmp-";
-    for (unsigned char c : r) name += kChars[c % (sizeof kChars - 1)];
-    return name;
-}
-
-// Gives the unnamed file fd a fresh name beside path (a link never replaces a file), for finish() to
-// rename over path as it renames a named temporary file.
-std::string link_unnamed(int fd, const std::string& path) {
-    const std::string self = "/proc/self/fd/" + std::to_string(fd);
-    for (int attempt = 0; attempt < 100; ++attempt) {
-        std::string tmp = fresh_name(path);
-        if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0) return tmp;
-        if (errno != EEXIST)
-            throw Invalid(format("%s: cannot create a file beside it: %s", path.c_str(), std::strerror(errno)));
-    }
-    throw Invalid(format("%s: cannot create a file beside it: no free temporary name", path.c_str()));
 }
 
 // A pending tensor of one add call: checked, not yet in the writer.
@@ -260,8 +216,8 @@ uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer:
                              h.size(), kbit::io::kMaxHeader));
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-    write_all(w.tmp_fd, len, 8, 0, w.shown());
-    write_all(w.tmp_fd, h.data(), h.size(), 8, w.shown());
+    write_all(w.file.fd(), len, 8, 0, w.shown());
+    write_all(w.file.fd(), h.data(), h.size(), 8, w.shown());
     return 8 + h.size();
 }
 
@@ -271,7 +227,7 @@ uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer:
 // (no fallocate() in the file system, no space, a file-size limit) the writes go on as before and
 // report the failure themselves, at the tensor that meets it.
 void reserve(const kbit_io_writer& w) {
-    while (fallocate(w.tmp_fd, 0, 0, static_cast<off_t>(w.end)) != 0 && errno == EINTR) {
+    while (fallocate(w.file.fd(), 0, 0, static_cast<off_t>(w.end)) != 0 && errno == EINTR) {
     }
 }
 
@@ -312,7 +268,7 @@ void commit(kbit_io_writer& w, std::vector<Pending>& pending) {
         }
         if (!w.fixed) fix_layout(w);
         for (size_t i = 0; i < pending.size(); ++i)
-            write_all(w.tmp_fd, pending[i].owned.empty() ? pending[i].data : pending[i].owned.data(), pending[i].nbytes,
+            write_all(w.file.fd(), pending[i].owned.empty() ? pending[i].data : pending[i].owned.data(), pending[i].nbytes,
                       dest[i]->offset, w.shown());
         for (auto* e : dest) e->added = true;
         return;
@@ -437,7 +393,10 @@ std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant*
     return pend;
 }
 
-kbit_status fail(const char* fn, const Invalid& e) { return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what()); }
+// Invalid (a bad argument) or kbit::fs::Error (the temporary file): the status and the message of `fn`.
+kbit_status fail(const char* fn, const std::exception& e) {
+    return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", e.what());
+}
 
 // An entry point that adds or declares tensors: `body` throws Invalid for a bad argument, which
 // becomes the status and the message of `fn`.
@@ -500,33 +459,17 @@ KBIT_API kbit_status kbit_io_writer_create(const char* path, kbit_io_writer** ou
         if (!*path) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "path is empty");
         auto w = std::make_unique<kbit_io_writer>();
         w->path = path;
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        if (kbit::fs::is_dir(path))
             return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: is a directory", path);
-        const std::string dir = dir_of(w->path);
-        w->tmp_fd = open_unnamed(dir);
-        if (w->tmp_fd < 0) {
-            std::string tmpl = w->path + ".kbit-tmp-XXXXXX";
-            const int fd = mkstemp(&tmpl[0]);
-            if (fd < 0)
-                return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a file beside it: %s",
-                                       path, std::strerror(errno));
-            w->tmp_fd = fd;
-            w->tmp_path = tmpl;
-            const mode_t mask = umask(0);  // the mode open(..., 0666) would give
-            umask(mask);
-            if (fchmod(fd, 0666 & ~mask) != 0) { /* keep mkstemp's 0600 */ }
+        try {
+            w->file.create(w->path);
+        } catch (const kbit::fs::Error& e) {
+            return fail(fn, e);
         }
-        int s = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (s < 0) {  // no O_TMPFILE on this file system: a named file, unlinked at once
-            std::string stmpl = w->path + ".kbit-scratch-XXXXXX";
-            s = mkstemp(&stmpl[0]);
-            if (s >= 0) unlink(stmpl.c_str());
-        }
-        if (s < 0)
+        w->scratch_fd = kbit::fs::open_scratch(w->path);
+        if (w->scratch_fd < 0)
             return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s: cannot create a scratch file beside it: %s",
                                    path, std::strerror(errno));
-        w->scratch_fd = s;
         *out = w.release();
         return KBIT_STATUS_SUCCESS;
     });
@@ -598,25 +541,16 @@ KBIT_API kbit_status kbit_io_writer_finish(kbit_io_writer* writer) {
                 const std::vector<kbit_io_writer::Entry*> order = data_order(*w);
                 end = write_header(*w, order);
                 for (const auto* e : order) {
-                    copy_range(w->scratch_fd, e->offset, w->tmp_fd, end, e->nbytes, w->shown());
+                    copy_range(w->scratch_fd, e->offset, w->file.fd(), end, e->nbytes, w->shown());
                     end += e->nbytes;
                 }
             }
-            if (ftruncate(w->tmp_fd, static_cast<off_t>(end)) != 0)
+            if (ftruncate(w->file.fd(), static_cast<off_t>(end)) != 0)
                 throw Invalid(format("%s: cannot set its size: %s", w->shown().c_str(), std::strerror(errno)));
-            if (w->tmp_path.empty()) w->tmp_path = link_unnamed(w->tmp_fd, w->path);  // while it is open
-            const int fd = w->tmp_fd;
-            w->tmp_fd = -1;
-            if (close(fd) != 0) {
-                unlink(w->tmp_path.c_str());
-                throw Invalid(format("%s: cannot write: %s", w->tmp_path.c_str(), std::strerror(errno)));
-            }
-            if (rename(w->tmp_path.c_str(), w->path.c_str()) != 0) {
-                const int e = errno;
-                unlink(w->tmp_path.c_str());
-                throw Invalid(format("%s: cannot rename %s to it: %s", w->path.c_str(), w->tmp_path.c_str(), std::strerror(e)));
-            }
+            w->file.publish();
         } catch (const Invalid& e) {
+            return fail(fn, e);
+        } catch (const kbit::fs::Error& e) {
             return fail(fn, e);
         }
         return KBIT_STATUS_SUCCESS;
