@@ -1,6 +1,6 @@
-// io_internal.h — the parts of libkbit_io.so behind the C API (src/io/api.cpp): the safetensors
-// parser (safetensors.cpp), the bitsandbytes layer rules (layers.cpp), the checkpoint object and the
-// writer's helpers (writer.cpp). Files and temporary outputs: fsutil.h.
+// io_internal.h — the parts of libkbit_io.so behind the C API (api.cpp, writer.cpp): the safetensors
+// container, read and written (safetensors.cpp), the bitsandbytes layer rules (layers.cpp), the
+// checkpoint object and the writer's helpers (writer.cpp). Files and temporary outputs: fsutil.h.
 // Everything here works on bytes already in memory, so tests/fuzz/fuzz_io.cpp can drive it directly.
 // Checks throw Invalid with a message naming the file, the tensor and the field; api.cpp turns it into
 // KBIT_STATUS_INVALID_ARGUMENT.
@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -71,6 +72,31 @@ struct File {
 // Parses and validates a safetensors file held in [bytes, bytes + size) by the rules of the
 // safetensors library; every tensor gets `shard`. Throws Invalid.
 void parse_safetensors(const uint8_t* bytes, size_t size, const std::string& label, size_t shard, File& out);
+
+// "[4, 8]" (sep ", "), as messages and the quant_state JSON write a shape; "[4,8]" (sep ","), as the
+// safetensors header does.
+std::string shape_text(const std::vector<int64_t>& shape, const char* sep = ", ");
+
+// A tensor of a safetensors file being written (writer.cpp).
+struct OutTensor {
+    std::string name;
+    const DtypeInfo* dtype = nullptr;
+    std::vector<int64_t> shape;
+    uint64_t nbytes = 0;
+    uint64_t offset = 0;  // where its bytes are: in the scratch file, or in the file once the layout is fixed
+    bool added = false;   // false only for a declared tensor not yet added
+};
+
+// Sorts the tensors into the safetensors library's data order: by dtype, its Dtype enumeration
+// descending, then by name.
+void sort_for_safetensors(std::vector<OutTensor*>& tensors);
+
+// The bytes before the data of a file holding `tensors` in that order, without gaps, as the
+// safetensors library writes them: the 8-byte little-endian header length, then the header JSON
+// (__metadata__ first, no spaces) padded with spaces to a multiple of 8. Throws Invalid, naming
+// `label`, for a header larger than safetensors reads.
+std::string safetensors_header(const std::map<std::string, std::string>& metadata,
+                               const std::vector<OutTensor*>& tensors, const std::string& label);
 
 // A bitsandbytes layer: the description (pointers into the tensors) or why it is bad.
 struct Layer {

@@ -53,12 +53,6 @@ std::string blocksizes_text() {
     return s;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 uint64_t ceil_div(uint64_t n, uint64_t d) { return n / d + (n % d != 0); }
 
 bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }

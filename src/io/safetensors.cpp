@@ -1,10 +1,11 @@
-// safetensors.cpp — the safetensors container: an 8-byte little-endian header length N, N bytes of
-// JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the
-// data. Checked as the safetensors library (Rust, 0.4+) checks it on load: N at most 100 MB and
-// inside the file, the header a JSON object starting with '{', every dtype known, every shape a list
-// of non-negative integers, data_offsets two non-negative integers; sorted by offset the tensors follow
-// each other without gap or overlap, each holding exactly numel * dtype size bytes, and the last ends
-// at the end of the file.
+// safetensors.cpp — the safetensors container, read and written: an 8-byte little-endian header
+// length N, N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {str: str}}, then the data. Read, it is checked as the safetensors library (Rust, 0.4+) checks it on
+// load: N at most 100 MB and inside the file, the header a JSON object starting with '{', every dtype
+// known, every shape a list of non-negative integers, data_offsets two non-negative integers; sorted
+// by offset the tensors follow each other without gap or overlap, each holding exactly numel * dtype
+// size bytes, and the last ends at the end of the file. Written (for writer.cpp), it is laid out as
+// that library's serialize() lays it out, byte for byte.
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -35,13 +36,29 @@ std::string shown(const nlohmann::json& v) {
     return s;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
+// The position of a dtype in the safetensors library's Dtype enumeration: its writer orders the
+// tensors by this, descending, then by name.
+int dtype_rank(int32_t id) {
+    static const int32_t kOrder[] = {KBIT_IO_DTYPE_BOOL, KBIT_IO_DTYPE_U8,  KBIT_IO_DTYPE_I8,  KBIT_IO_DTYPE_F8_E5M2,
+                                     KBIT_IO_DTYPE_F8_E4M3, KBIT_IO_DTYPE_I16, KBIT_IO_DTYPE_U16, KBIT_IO_DTYPE_F16,
+                                     KBIT_IO_DTYPE_BF16, KBIT_IO_DTYPE_I32, KBIT_IO_DTYPE_U32, KBIT_IO_DTYPE_F32,
+                                     KBIT_IO_DTYPE_F64, KBIT_IO_DTYPE_I64, KBIT_IO_DTYPE_U64};
+    for (int i = 0; i < static_cast<int>(sizeof kOrder / sizeof kOrder[0]); ++i)
+        if (kOrder[i] == id) return i;
+    return -1;
 }
 
+// A JSON string as serde_json writes it (", \, \b \f \n \r \t, other controls \u00xx, the rest raw);
+// nlohmann's dump escapes the same set the same way.
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
 }  // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape, const char* sep) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
+    return s + "]";
+}
 
 bool json_size(const nlohmann::json& v, uint64_t& out) {
     if (v.is_number_unsigned()) {
@@ -185,6 +202,44 @@ void parse_safetensors(const uint8_t* bytes, size_t size, const std::string& lab
         throw Invalid(format("%s: the tensors hold %" PRIu64 " bytes of data, the file has %" PRIu64 " after the "
                              "header", f, expect - 8 - n, data_size));
     out = std::move(file);
+}
+
+// ---- writing -----------------------------------------------------------------------------------
+
+void sort_for_safetensors(std::vector<OutTensor*>& tensors) {
+    std::sort(tensors.begin(), tensors.end(), [](const OutTensor* a, const OutTensor* b) {
+        const int ra = dtype_rank(a->dtype->id), rb = dtype_rank(b->dtype->id);
+        return ra != rb ? ra > rb : a->name < b->name;
+    });
+}
+
+std::string safetensors_header(const std::map<std::string, std::string>& metadata,
+                               const std::vector<OutTensor*>& tensors, const std::string& label) {
+    std::string h = "{";
+    if (!metadata.empty()) {
+        h += "\"__metadata__\":{";
+        bool first = true;
+        for (const auto& kv : metadata) {
+            h += (first ? "" : ",") + quoted(kv.first) + ":" + quoted(kv.second);
+            first = false;
+        }
+        h += "}";
+    }
+    uint64_t off = 0;
+    for (const OutTensor* t : tensors) {
+        if (h.size() > 1) h += ",";
+        h += quoted(t->name) + ":{\"dtype\":\"" + t->dtype->name + "\",\"shape\":" + shape_text(t->shape, ",") +
+             ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + t->nbytes) + "]}";
+        off += t->nbytes;
+    }
+    h += "}";
+    h.append((8 - h.size() % 8) % 8, ' ');
+    if (h.size() > kMaxHeader)
+        throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads", label.c_str(),
+                             h.size(), kMaxHeader));
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(static_cast<uint64_t>(h.size()) >> (8 * i));
+    return bytes + h;
 }
 
 }  // namespace kbit::io

@@ -1,5 +1,6 @@
 // writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1 and 1.2): safetensors files laid out as the
-// safetensors library lays them out, and the bitsandbytes layer tensors as kbit.checkpoint writes them.
+// safetensors library lays them out (the header bytes from safetensors.cpp), and the bitsandbytes layer
+// tensors as kbit.checkpoint writes them.
 //
 // The header (which holds every offset) precedes the data, and a nested layer's quant_state JSON has a
 // length that depends on its offset, known only once the layer is quantized. So without declarations
@@ -33,14 +34,7 @@
 #include "kbit_error.h"
 
 struct kbit_io_writer {
-    struct Entry {
-        std::string name;
-        const kbit::io::DtypeInfo* dtype;
-        std::vector<int64_t> shape;
-        uint64_t nbytes;
-        uint64_t offset;  // where its bytes are: in the scratch file, or in the file once the layout is fixed
-        bool added;       // false only for a declared tensor not yet added
-    };
+    using Entry = kbit::io::OutTensor;
     std::string path;
     kbit::fs::TempFile file;  // becomes path at finish()
     int scratch_fd = -1;
@@ -64,18 +58,6 @@ namespace {
 using kbit::io::Invalid;
 using kbit::io::format;
 
-// The position of a dtype in the safetensors library's Dtype enumeration: its writer orders the
-// tensors by this, descending, then by name.
-int dtype_rank(int32_t id) {
-    static const int32_t kOrder[] = {KBIT_IO_DTYPE_BOOL, KBIT_IO_DTYPE_U8,  KBIT_IO_DTYPE_I8,  KBIT_IO_DTYPE_F8_E5M2,
-                                     KBIT_IO_DTYPE_F8_E4M3, KBIT_IO_DTYPE_I16, KBIT_IO_DTYPE_U16, KBIT_IO_DTYPE_F16,
-                                     KBIT_IO_DTYPE_BF16, KBIT_IO_DTYPE_I32, KBIT_IO_DTYPE_U32, KBIT_IO_DTYPE_F32,
-                                     KBIT_IO_DTYPE_F64, KBIT_IO_DTYPE_I64, KBIT_IO_DTYPE_U64};
-    for (int i = 0; i < static_cast<int>(sizeof kOrder / sizeof kOrder[0]); ++i)
-        if (kOrder[i] == id) return i;
-    return -1;
-}
-
 bool valid_utf8(const std::string& s) {
     try {
         (void)nlohmann::json(s).dump();
@@ -83,16 +65,6 @@ bool valid_utf8(const std::string& s) {
     } catch (const nlohmann::json::exception&) {
         return false;
     }
-}
-
-// A JSON string as serde_json writes it (", \, \b \f \n \r \t, other controls \u00xx, the rest raw);
-// nlohmann's dump escapes the same set the same way.
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
-
-std::string shape_json(const std::vector<int64_t>& shape, const char* sep) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? sep : "") + std::to_string(shape[i]);
-    return s + "]";
 }
 
 void write_all(int fd, const void* data, uint64_t n, uint64_t offset, const std::string& label) {
@@ -182,43 +154,16 @@ void no_repeats(const kbit_io_writer& w, const std::vector<Pending>& pending, co
 std::vector<kbit_io_writer::Entry*> data_order(kbit_io_writer& w) {
     std::vector<kbit_io_writer::Entry*> order;
     for (auto& e : w.entries) order.push_back(&e);
-    std::sort(order.begin(), order.end(), [](const kbit_io_writer::Entry* a, const kbit_io_writer::Entry* b) {
-        const int ra = dtype_rank(a->dtype->id), rb = dtype_rank(b->dtype->id);
-        return ra != rb ? ra > rb : a->name < b->name;
-    });
+    kbit::io::sort_for_safetensors(order);
     return order;
 }
 
 // Writes the length and the header of the tensors `order` (laid out in that order, without gaps) at
 // the start of the temporary file; returns where the data begins.
 uint64_t write_header(const kbit_io_writer& w, const std::vector<kbit_io_writer::Entry*>& order) {
-    std::string h = "{";
-    if (!w.metadata.empty()) {
-        h += "\"__metadata__\":{";
-        bool first = true;
-        for (const auto& kv : w.metadata) {
-            h += (first ? "" : ",") + quoted(kv.first) + ":" + quoted(kv.second);
-            first = false;
-        }
-        h += "}";
-    }
-    uint64_t off = 0;
-    for (const auto* e : order) {
-        if (h.size() > 1) h += ",";
-        h += quoted(e->name) + ":{\"dtype\":\"" + e->dtype->name + "\",\"shape\":" + shape_json(e->shape, ",") +
-             ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + e->nbytes) + "]}";
-        off += e->nbytes;
-    }
-    h += "}";
-    h.append((8 - h.size() % 8) % 8, ' ');
-    if (h.size() > kbit::io::kMaxHeader)
-        throw Invalid(format("%s: the header takes %zu bytes, more than the %" PRIu64 " safetensors reads", w.path.c_str(),
-                             h.size(), kbit::io::kMaxHeader));
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
-    write_all(w.file.fd(), len, 8, 0, w.shown());
-    write_all(w.file.fd(), h.data(), h.size(), 8, w.shown());
-    return 8 + h.size();
+    const std::string h = kbit::io::safetensors_header(w.metadata, order, w.path);
+    write_all(w.file.fd(), h.data(), h.size(), 0, w.shown());
+    return h.size();
 }
 
 // Allocates the declared file's blocks before its data is written, so that the page-cache writes
@@ -245,7 +190,7 @@ void fix_layout(kbit_io_writer& w) {
 }
 
 std::string dtype_shape(const kbit::io::DtypeInfo* d, const std::vector<int64_t>& shape) {
-    return std::string(d->name) + " " + shape_json(shape, ", ");
+    return std::string(d->name) + " " + kbit::io::shape_text(shape);
 }
 
 // Adds every pending tensor or none. Without declarations the bytes go to the end of the scratch file
@@ -324,7 +269,7 @@ std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant*
     uint64_t numel = 1;
     for (int64_t s : shape) {
         if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
-            throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_json(shape, ", ").c_str()));
+            throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, kbit::io::shape_text(shape).c_str()));
         numel *= static_cast<uint64_t>(s);
     }
     std::vector<Pending> pend;
@@ -367,7 +312,7 @@ std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant*
     pend.push_back(make_pending(w, W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map, with_data));
     std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
                      "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
-                     "\", \"shape\": " + shape_json(shape, ", ");
+                     "\", \"shape\": " + kbit::io::shape_text(shape);
     if (layer->nested) {
         if (!blocksize_ok(layer->nested_blocksize))
             throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
