@@ -1,6 +1,6 @@
 // io_internal.h — the parts of libkbit_io.so behind the C API (api.cpp, writer.cpp): the safetensors
-// container, read and written (safetensors.cpp), the bitsandbytes layer rules (layers.cpp), the
-// checkpoint object and the writer's helpers (writer.cpp). Files and temporary outputs: fsutil.h.
+// container, read and written (safetensors.cpp), and the bitsandbytes layer layout in both directions,
+// tensors to layers and a layer to its tensors (layers.cpp). Files and temporary outputs: fsutil.h.
 // Everything here works on bytes already in memory, so tests/fuzz/fuzz_io.cpp can drive it directly.
 // Checks throw Invalid with a message naming the file, the tensor and the field; api.cpp turns it into
 // KBIT_STATUS_INVALID_ARGUMENT.
@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -114,11 +115,28 @@ struct Layer {
 // each shard's label for messages), in the order of kbit_io_quant_describe().
 std::vector<Layer> find_layers(const std::vector<const Tensor*>& tensors, const std::vector<std::string>& labels);
 
+// Points each layer's description at its own strings and shape (after the vector stops moving).
+void finish_layers(std::vector<Layer>& layers);
+
 // Python's repr() of a float (shortest round-trip digits; positional for decimal exponents -4 ... 15),
 // as json.dumps writes it: the nested_offset of a quant_state JSON.
 std::string python_float_repr(double v);
 
-// Points each layer's description at its own strings and shape (after the vector stops moving).
-void finish_layers(std::vector<Layer>& layers);
+// One tensor of a layer being written: its shape and bytes live until the callback returns.
+struct LayerTensor {
+    std::string name;
+    int32_t dtype;  // KBIT_IO_DTYPE_*
+    int32_t ndim;
+    const int64_t* shape;
+    const void* data;   // the caller's bytes (not read for a declaration)
+    std::string owned;  // or bytes made here: the quant_state JSON, weight_format
+};
+
+// The tensors of `layer` as kbit.checkpoint writes them, each handed to `each` (the writer, which
+// checks it as a tensor and may throw) as soon as the layer's checks before it pass. Throws Invalid,
+// the message starting with `file`, the file being written. `with_data` false: a declaration, whose
+// data pointers are not read.
+void layer_tensors(const kbit_io_quant* layer, const std::string& file, bool with_data,
+                   const std::function<void(LayerTensor&&)>& each);
 
 }  // namespace kbit::io

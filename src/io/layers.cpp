@@ -1,9 +1,16 @@
-// layers.cpp — the bitsandbytes layout on top of the tensors (docs/behaviour.md §11), checked by the
-// rules of the Python package (python/kbit/checkpoint.py load_4bit / load_int8 and
-// functional.py QuantState.from_dict), so that both accept and reject the same files.
+// layers.cpp — the bitsandbytes layout on top of the tensors (docs/behaviour.md §11), in both
+// directions. Read: the tensors of a checkpoint grouped into layers and checked by the rules of the
+// Python package (python/kbit/checkpoint.py load_4bit / load_int8 and functional.py
+// QuantState.from_dict), so that both accept and reject the same files. Written: a layer expanded
+// into the tensors kbit.checkpoint writes for it (the writer's kbit_io_writer_add_quant), the
+// quant_state JSON as json.dumps spells it.
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -374,6 +381,115 @@ void finish_layers(std::vector<Layer>& layers) {
         q.dtype_name = L.dtype_name.c_str();
         q.weight_name = L.weight_name.c_str();
     }
+}
+
+// ---- a layer to its tensors (writing) --------------------------------------------------------
+
+std::string python_float_repr(double v) {
+    if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
+    // The shortest digits that read back as v, as Python's repr() finds them; then its layout:
+    // positional for decimal exponents -4 ... 15, else d[.ddd]e[+-]XX.
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string s(buf, r.ptr);
+    const size_t e = s.find('e');
+    std::string mant = s.substr(0, e);
+    const int exp = std::stoi(s.substr(e + 1));
+    std::string sign;
+    if (mant[0] == '-') {
+        sign = "-";
+        mant.erase(0, 1);
+    }
+    std::string digits;
+    for (char c : mant)
+        if (c != '.') digits += c;
+    if (exp < -4 || exp >= 16) {
+        std::string out = sign + digits.substr(0, 1);
+        if (digits.size() > 1) out += "." + digits.substr(1);
+        char ex[16];
+        std::snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+        return out + ex;
+    }
+    if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    const size_t point = static_cast<size_t>(exp) + 1;
+    if (digits.size() <= point) return sign + digits + std::string(point - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, point) + "." + digits.substr(point);
+}
+
+void layer_tensors(const kbit_io_quant* layer, const std::string& file, bool with_data,
+                   const std::function<void(LayerTensor&&)>& each) {
+    const char* f = file.c_str();
+    if (layer->size < offsetof(kbit_io_quant, weight_name))
+        throw Invalid(format("%s: layer->size %zu is smaller than a kbit_io_quant of io 1.0", f, layer->size));
+    if (!layer->prefix || !*layer->prefix) throw Invalid(format("%s: layer->prefix is NULL or empty", f));
+    const std::string P = layer->prefix;
+    const char* p = P.c_str();
+    if (layer->ndim < 0 || static_cast<size_t>(layer->ndim) > kMaxDims || (layer->ndim > 0 && !layer->shape))
+        throw Invalid(format("%s: layer '%s': ndim %d / shape are not a valid shape", f, p, static_cast<int>(layer->ndim)));
+    std::vector<int64_t> shape(layer->shape, layer->shape + layer->ndim);
+    uint64_t numel = 1;
+    for (int64_t s : shape) {
+        if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
+            throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_text(shape).c_str()));
+        numel *= static_cast<uint64_t>(s);
+    }
+    if (layer->format == KBIT_IO_FORMAT_INT8) {
+        if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
+        if (with_data && numel && (!layer->weight || !layer->scb))
+            throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
+        each({P + ".weight", KBIT_IO_DTYPE_I8, 2, shape.data(), layer->weight, {}});
+        each({P + ".SCB", KBIT_IO_DTYPE_F32, 1, shape.data(), layer->scb, {}});
+        each({P + ".weight_format", KBIT_IO_DTYPE_U8, 0, nullptr, "", std::string(1, '\0')});  // "row"
+        return;
+    }
+    if (layer->format != KBIT_IO_FORMAT_NF4 && layer->format != KBIT_IO_FORMAT_FP4)
+        throw Invalid(format("%s: layer '%s': format %d is not NF4, FP4 or INT8", f, p, static_cast<int>(layer->format)));
+    auto blocksize_ok = [](int64_t b) { return b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0; };
+    if (!blocksize_ok(layer->blocksize))
+        throw Invalid(format("%s: layer '%s': blocksize %d is not a power of two in %d ... %d", f, p,
+                             static_cast<int>(layer->blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+    const char* dtype_name = layer->dtype == KBIT_DTYPE_FP32   ? "float32"
+                             : layer->dtype == KBIT_DTYPE_FP16 ? "float16"
+                             : layer->dtype == KBIT_DTYPE_BF16 ? "bfloat16"
+                                                               : nullptr;
+    if (!dtype_name)
+        throw Invalid(format("%s: layer '%s': dtype %d is not KBIT_DTYPE_FP32, FP16 or BF16", f, p, static_cast<int>(layer->dtype)));
+    const DtypeInfo* storage = dtype_by_id(layer->storage_dtype);
+    const uint64_t packed = numel / 2 + numel % 2;
+    if (!storage || packed % storage->size)
+        throw Invalid(format("%s: layer '%s': storage_dtype %d does not hold the %" PRIu64 " packed bytes in whole elements",
+                             f, p, static_cast<int>(layer->storage_dtype), packed));
+    const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
+    if (with_data && ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map))
+        throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
+    const std::string W = P + ".weight";
+    const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
+    const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
+    each({W, storage->id, 2, wshape, layer->weight, {}});
+    each({W + ".absmax", layer->nested ? KBIT_IO_DTYPE_U8 : KBIT_IO_DTYPE_F32, 1, &n_blocks, layer->absmax, {}});
+    each({W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map, {}});
+    std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
+                     "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
+                     "\", \"shape\": " + shape_text(shape);
+    if (layer->nested) {
+        if (!blocksize_ok(layer->nested_blocksize))
+            throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
+                                 static_cast<int>(layer->nested_blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
+        if (!std::isfinite(layer->nested_offset))
+            throw Invalid(format("%s: layer '%s': nested_offset is not finite", f, p));
+        const uint64_t nb = static_cast<uint64_t>(layer->nested_blocksize);
+        const int64_t nested_blocks = static_cast<int64_t>(blocks / nb + (blocks % nb != 0));
+        if (with_data && ((nested_blocks && !layer->nested_absmax) || !layer->nested_quant_map))
+            throw Invalid(format("%s: layer '%s': nested_absmax and nested_quant_map must not be NULL", f, p));
+        each({W + ".nested_absmax", KBIT_IO_DTYPE_F32, 1, &nested_blocks, layer->nested_absmax, {}});
+        each({W + ".nested_quant_map", KBIT_IO_DTYPE_F32, 1, &map256, layer->nested_quant_map, {}});
+        js += ", \"nested_blocksize\": " + std::to_string(layer->nested_blocksize) +
+              ", \"nested_dtype\": \"float32\", \"nested_offset\": " + python_float_repr(static_cast<double>(layer->nested_offset));
+    }
+    js += "}";
+    const int64_t js_len = static_cast<int64_t>(js.size());
+    each({W + ".quant_state.bitsandbytes__" + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4"), KBIT_IO_DTYPE_U8, 1,
+          &js_len, js.data(), js});
 }
 
 }  // namespace kbit::io

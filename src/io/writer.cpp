@@ -1,6 +1,6 @@
-// writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1 and 1.2): safetensors files laid out as the
-// safetensors library lays them out (the header bytes from safetensors.cpp), and the bitsandbytes layer
-// tensors as kbit.checkpoint writes them.
+// writer.cpp — kbit_io_writer_* (abi/kbit_io.def, io 1.1 and 1.2): where each tensor's bytes go and
+// when. The header bytes come from safetensors.cpp (the safetensors library's layout), a layer's
+// tensors from layers.cpp (as kbit.checkpoint writes them), the temporary file from fsutil.h.
 //
 // The header (which holds every offset) precedes the data, and a nested layer's quant_state JSON has a
 // length that depends on its offset, known only once the layer is quantized. So without declarations
@@ -18,10 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
-#include <charconv>
 #include <cinttypes>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -256,85 +253,13 @@ void declare(kbit_io_writer& w, std::vector<Pending>& pending) {
 
 // The tensors kbit_io_writer_add_quant() adds for `layer`, checked (`with_data` false: a declaration,
 // whose data pointers are not read).
-std::vector<Pending> layer_tensors(const kbit_io_writer& w, const kbit_io_quant* layer, bool with_data) {
-    const char* f = w.path.c_str();
-    if (layer->size < offsetof(kbit_io_quant, weight_name))
-        throw Invalid(format("%s: layer->size %zu is smaller than a kbit_io_quant of io 1.0", f, layer->size));
-    if (!layer->prefix || !*layer->prefix) throw Invalid(format("%s: layer->prefix is NULL or empty", f));
-    const std::string P = layer->prefix;
-    const char* p = P.c_str();
-    if (layer->ndim < 0 || static_cast<size_t>(layer->ndim) > kbit::io::kMaxDims || (layer->ndim > 0 && !layer->shape))
-        throw Invalid(format("%s: layer '%s': ndim %d / shape are not a valid shape", f, p, static_cast<int>(layer->ndim)));
-    std::vector<int64_t> shape(layer->shape, layer->shape + layer->ndim);
-    uint64_t numel = 1;
-    for (int64_t s : shape) {
-        if (s < 0 || (s != 0 && numel > (UINT64_MAX >> 8) / static_cast<uint64_t>(s)))
-            throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, kbit::io::shape_text(shape).c_str()));
-        numel *= static_cast<uint64_t>(s);
-    }
+std::vector<Pending> layer_pending(const kbit_io_writer& w, const kbit_io_quant* layer, bool with_data) {
     std::vector<Pending> pend;
-    if (layer->format == KBIT_IO_FORMAT_INT8) {
-        if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
-        if (with_data && numel && (!layer->weight || !layer->scb))
-            throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
-        pend.push_back(make_pending(w, P + ".weight", KBIT_IO_DTYPE_I8, 2, shape.data(), layer->weight, with_data));
-        pend.push_back(make_pending(w, P + ".SCB", KBIT_IO_DTYPE_F32, 1, shape.data(), layer->scb, with_data));
-        Pending fmt = make_pending(w, P + ".weight_format", KBIT_IO_DTYPE_U8, 0, nullptr, "", with_data);
-        fmt.owned = std::string(1, '\0');  // "row"
-        pend.push_back(std::move(fmt));
-        return pend;
-    }
-    if (layer->format != KBIT_IO_FORMAT_NF4 && layer->format != KBIT_IO_FORMAT_FP4)
-        throw Invalid(format("%s: layer '%s': format %d is not NF4, FP4 or INT8", f, p, static_cast<int>(layer->format)));
-    auto blocksize_ok = [](int64_t b) { return b >= KBIT_BLOCKSIZE_MIN && b <= KBIT_BLOCKSIZE_MAX && (b & (b - 1)) == 0; };
-    if (!blocksize_ok(layer->blocksize))
-        throw Invalid(format("%s: layer '%s': blocksize %d is not a power of two in %d ... %d", f, p,
-                             static_cast<int>(layer->blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
-    const char* dtype_name = layer->dtype == KBIT_DTYPE_FP32   ? "float32"
-                             : layer->dtype == KBIT_DTYPE_FP16 ? "float16"
-                             : layer->dtype == KBIT_DTYPE_BF16 ? "bfloat16"
-                                                               : nullptr;
-    if (!dtype_name)
-        throw Invalid(format("%s: layer '%s': dtype %d is not KBIT_DTYPE_FP32, FP16 or BF16", f, p, static_cast<int>(layer->dtype)));
-    const kbit::io::DtypeInfo* storage = kbit::io::dtype_by_id(layer->storage_dtype);
-    const uint64_t packed = numel / 2 + numel % 2;
-    if (!storage || packed % storage->size)
-        throw Invalid(format("%s: layer '%s': storage_dtype %d does not hold the %" PRIu64 " packed bytes in whole elements",
-                             f, p, static_cast<int>(layer->storage_dtype), packed));
-    const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
-    if (with_data && ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map))
-        throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
-    const std::string W = P + ".weight";
-    const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
-    const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
-    pend.push_back(make_pending(w, W, storage->id, 2, wshape, layer->weight, with_data));
-    pend.push_back(make_pending(w, W + ".absmax", layer->nested ? KBIT_IO_DTYPE_U8 : KBIT_IO_DTYPE_F32, 1, &n_blocks, layer->absmax, with_data));
-    pend.push_back(make_pending(w, W + ".quant_map", KBIT_IO_DTYPE_F32, 1, &sixteen, layer->quant_map, with_data));
-    std::string js = std::string("{\"quant_type\": \"") + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4") +
-                     "\", \"blocksize\": " + std::to_string(layer->blocksize) + ", \"dtype\": \"" + dtype_name +
-                     "\", \"shape\": " + kbit::io::shape_text(shape);
-    if (layer->nested) {
-        if (!blocksize_ok(layer->nested_blocksize))
-            throw Invalid(format("%s: layer '%s': nested_blocksize %d is not a power of two in %d ... %d", f, p,
-                                 static_cast<int>(layer->nested_blocksize), KBIT_BLOCKSIZE_MIN, KBIT_BLOCKSIZE_MAX));
-        if (!std::isfinite(layer->nested_offset))
-            throw Invalid(format("%s: layer '%s': nested_offset is not finite", f, p));
-        const uint64_t nb = static_cast<uint64_t>(layer->nested_blocksize);
-        const int64_t nested_blocks = static_cast<int64_t>(blocks / nb + (blocks % nb != 0));
-        if (with_data && ((nested_blocks && !layer->nested_absmax) || !layer->nested_quant_map))
-            throw Invalid(format("%s: layer '%s': nested_absmax and nested_quant_map must not be NULL", f, p));
-        pend.push_back(make_pending(w, W + ".nested_absmax", KBIT_IO_DTYPE_F32, 1, &nested_blocks, layer->nested_absmax, with_data));
-        pend.push_back(make_pending(w, W + ".nested_quant_map", KBIT_IO_DTYPE_F32, 1, &map256, layer->nested_quant_map, with_data));
-        js += ", \"nested_blocksize\": " + std::to_string(layer->nested_blocksize) +
-              ", \"nested_dtype\": \"float32\", \"nested_offset\": " +
-              kbit::io::python_float_repr(static_cast<double>(layer->nested_offset));
-    }
-    js += "}";
-    const int64_t js_len = static_cast<int64_t>(js.size());
-    Pending q = make_pending(w, W + ".quant_state.bitsandbytes__" + (layer->format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4"),
-                             KBIT_IO_DTYPE_U8, 1, &js_len, js.data(), with_data);
-    q.owned = js;
-    pend.push_back(std::move(q));
+    kbit::io::layer_tensors(layer, w.path, with_data, [&](kbit::io::LayerTensor&& t) {
+        Pending p = make_pending(w, t.name, t.dtype, t.ndim, t.shape, t.data, with_data);
+        p.owned = std::move(t.owned);
+        pend.push_back(std::move(p));
+    });
     return pend;
 }
 
@@ -359,41 +284,6 @@ kbit_status tensors_call(const char* fn, bool given, const char* arguments, F&& 
 }
 
 }  // namespace
-
-namespace kbit::io {
-
-std::string python_float_repr(double v) {
-    if (v == 0) return std::signbit(v) ? "-0.0" : "0.0";
-    // The shortest digits that read back as v, as Python's repr() finds them; then its layout:
-    // positional for decimal exponents -4 ... 15, else d[.ddd]e[+-]XX.
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-    std::string s(buf, r.ptr);
-    const size_t e = s.find('e');
-    std::string mant = s.substr(0, e);
-    const int exp = std::stoi(s.substr(e + 1));
-    std::string sign;
-    if (mant[0] == '-') {
-        sign = "-";
-        mant.erase(0, 1);
-    }
-    std::string digits;
-    for (char c : mant)
-        if (c != '.') digits += c;
-    if (exp < -4 || exp >= 16) {
-        std::string out = sign + digits.substr(0, 1);
-        if (digits.size() > 1) out += "." + digits.substr(1);
-        char ex[16];
-        std::snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-        return out + ex;
-    }
-    if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-    const size_t point = static_cast<size_t>(exp) + 1;
-    if (digits.size() <= point) return sign + digits + std::string(point - digits.size(), '0') + ".0";
-    return sign + digits.substr(0, point) + "." + digits.substr(point);
-}
-
-}  // namespace kbit::io
 
 extern "C" {
 
@@ -448,7 +338,7 @@ KBIT_API kbit_status kbit_io_writer_add(kbit_io_writer* writer, const char* name
 
 KBIT_API kbit_status kbit_io_writer_add_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
     return tensors_call("kbit_io_writer_add_quant", writer && layer, "writer and layer", [&] {
-        std::vector<Pending> p = layer_tensors(*writer, layer, true);
+        std::vector<Pending> p = layer_pending(*writer, layer, true);
         commit(*writer, p);
     });
 }
@@ -464,7 +354,7 @@ KBIT_API kbit_status kbit_io_writer_declare(kbit_io_writer* writer, const char* 
 
 KBIT_API kbit_status kbit_io_writer_declare_quant(kbit_io_writer* writer, const kbit_io_quant* layer) {
     return tensors_call("kbit_io_writer_declare_quant", writer && layer, "writer and layer", [&] {
-        std::vector<Pending> p = layer_tensors(*writer, layer, false);
+        std::vector<Pending> p = layer_pending(*writer, layer, false);
         declare(*writer, p);
     });
 }
