@@ -5,7 +5,6 @@
 // previous one is written; every output goes to a temporary name first (docs/cli.md).
 // Exit status: 0 done, 1 a bad input, a failed write or backend call (nothing written), 2 usage.
 #include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <atomic>
 #include <functional>
 #include <future>
@@ -25,7 +23,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -35,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "fsutil.h"
 #include "kbit/kbit_io.h"
 #include "kbit/kbit_loader.h"
 #include "kbit_dynamic_map.h"
@@ -46,21 +44,15 @@ namespace kbit::cli {
 namespace {
 
 using json = nlohmann::json;
+using kbit::fs::base_name;
+using kbit::fs::exists;
+using kbit::fs::format;
+using kbit::fs::is_dir;
 
 // A failure with its message (exit status 1).
 struct Failure : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, f);
-    std::vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
-}
 
 const char kQuantizeUsage[] =
     "usage: kbit quantize IN OUT --nf4|--fp4|--int8 [--blocksize N] [--double-quant] [--skip PATTERN]...\n"
@@ -97,60 +89,8 @@ const char kDequantizeUsage[] =
 
 constexpr const char* kIndex = "model.safetensors.index.json";
 
-bool is_dir(const std::string& p) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool exists(const std::string& p) {
-    struct stat st;
-    return lstat(p.c_str(), &st) == 0;
-}
-std::string base_name(const std::string& p) {
-    const size_t s = p.rfind('/');
-    return s == std::string::npos ? p : p.substr(s + 1);
-}
-std::string strip_slashes(std::string p) {
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    return p;
-}
-
-void remove_tree(const std::string& dir) {
-    if (DIR* d = opendir(dir.c_str())) {
-        while (dirent* e = readdir(d)) {
-            const std::string n = e->d_name;
-            if (n == "." || n == "..") continue;
-            const std::string p = dir + "/" + n;
-            if (is_dir(p)) remove_tree(p);
-            else unlink(p.c_str());
-        }
-        closedir(d);
-    }
-    rmdir(dir.c_str());
-}
-
-std::string read_text(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) throw Failure(fmt("%s: cannot open: %s", p.c_str(), std::strerror(errno)));
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_text(const std::string& p, const std::string& text) {
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) throw Failure(fmt("%s: cannot write", p.c_str()));
-}
-
 // json.dumps(obj, indent=2, sort_keys=True) + "\n", as transformers writes config.json and the index.
 std::string python_json(const json& j) { return j.dump(2, ' ', true) + "\n"; }
-
-json parse_json(const std::string& p) {
-    try {
-        return json::parse(read_text(p));
-    } catch (const json::exception& e) {
-        throw Failure(fmt("%s: not valid JSON (%s)", p.c_str(), e.what()));
-    }
-}
 
 // SIGINT / SIGTERM / SIGHUP: stop after the current tensor and remove what was written.
 volatile sig_atomic_t g_stop = 0;
@@ -171,7 +111,7 @@ public:
     void step(const std::string& name, uint64_t bytes, const std::string& what) {
         ++done_;
         done_bytes_ += bytes;
-        if (g_stop) throw Failure(fmt("interrupted by signal %d; nothing was written", static_cast<int>(g_stop)));
+        if (g_stop) throw Failure(format("interrupted by signal %d; nothing was written", static_cast<int>(g_stop)));
         if (quiet_) return;
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         const double rate = s > 0 ? done_bytes_ / s : 0;
@@ -277,7 +217,7 @@ int64_t rows_per_piece(int64_t cols) { return std::max<int64_t>(1, kPieceElement
 struct Job {
     std::string in, out;
     bool dir = false;        // IN is a directory
-    std::string out_tmp;     // the directory being filled (directory output)
+    kbit::fs::TempDir out_dir;  // the directory being filled (directory output)
     kbit_io_checkpoint* ck = nullptr;
     kbit_backend* backend = nullptr;
     const kbit_4bit_table* t4 = nullptr;
@@ -288,12 +228,11 @@ struct Job {
         for (kbit_io_writer* w : writers) kbit_io_writer_discard(w);
         if (ck) kbit_io_close(ck);
         if (backend) kbit_loader_close(backend);
-        if (!out_tmp.empty()) remove_tree(out_tmp);
     }
 };
 
 void check(kbit_status s, const char* what) {
-    if (s != KBIT_STATUS_SUCCESS) throw Failure(fmt("%s: %s", what, kbit_last_error_message()));
+    if (s != KBIT_STATUS_SUCCESS) throw Failure(format("%s: %s", what, kbit_last_error_message()));
 }
 void check_io(kbit_status s) {
     if (s != KBIT_STATUS_SUCCESS) throw Failure(kbit_io_last_error_message());
@@ -338,8 +277,8 @@ class WriteBehind {
 };
 
 void open_job(Job& j) {
-    j.in = strip_slashes(j.in);
-    j.out = strip_slashes(j.out);
+    j.in = kbit::fs::strip_slashes(j.in);
+    j.out = kbit::fs::strip_slashes(j.out);
     // The index file itself stands for its directory (the shards, config.json and the rest are there).
     if (!is_dir(j.in) && j.in.size() > 5 && j.in.compare(j.in.size() - 5, 5, ".json") == 0)
         j.in = j.in.find('/') == std::string::npos ? "." : j.in.substr(0, j.in.rfind('/'));
@@ -351,15 +290,13 @@ void open_job(Job& j) {
     j.t8 = kbit_loader_8bit_table(j.backend);
     if (!j.t4 || !j.t8) throw Failure("the CPU backend lacks the 4-bit or 8-bit interface");
     if (j.dir) {
-        if (exists(j.out)) throw Failure(fmt("%s: already exists (a directory output must be new)", j.out.c_str()));
-        std::string tmpl = j.out + ".kbit-tmp-XXXXXX";
-        if (!mkdtemp(&tmpl[0])) throw Failure(fmt("%s: cannot create a directory beside it: %s", j.out.c_str(), std::strerror(errno)));
-        j.out_tmp = tmpl;
+        if (exists(j.out)) throw Failure(format("%s: already exists (a directory output must be new)", j.out.c_str()));
+        j.out_dir.create(j.out);
     } else if (is_dir(j.out)) {
-        throw Failure(fmt("%s: is a directory (IN is a file, so OUT is a file)", j.out.c_str()));
+        throw Failure(format("%s: is a directory (IN is a file, so OUT is a file)", j.out.c_str()));
     }
     for (size_t s = 0; s < kbit_io_shard_count(j.ck); ++s) {
-        const std::string dest = j.dir ? j.out_tmp + "/" + base_name(kbit_io_shard_path(j.ck, s)) : j.out;
+        const std::string dest = j.dir ? j.out_dir.name() + "/" + base_name(kbit_io_shard_path(j.ck, s)) : j.out;
         kbit_io_writer* w = nullptr;
         check_io(kbit_io_writer_create(dest.c_str(), &w));
         j.writers.push_back(w);
@@ -379,13 +316,13 @@ void finish_job(Job& j, const std::map<std::string, size_t>& weight_map, const s
     const std::string index_in = j.in + "/" + kIndex;
     std::set<std::string> own = {kIndex, "config.json"};
     if (exists(index_in)) {
-        json idx = parse_json(index_in);
+        json idx = kbit::fs::read_json(index_in);
         json meta = idx.contains("metadata") && idx["metadata"].is_object() ? idx["metadata"] : json::object();
         // total_size: the bytes of every tensor written (as transformers sums them), read back.
         uint64_t total_size = 0;
         for (size_t s = 0; s < kbit_io_shard_count(j.ck); ++s) {
             kbit_io_checkpoint* o = nullptr;
-            check_io(kbit_io_open((j.out_tmp + "/" + base_name(kbit_io_shard_path(j.ck, s))).c_str(), &o));
+            check_io(kbit_io_open((j.out_dir.name() + "/" + base_name(kbit_io_shard_path(j.ck, s))).c_str(), &o));
             for (size_t k = 0; k < kbit_io_tensor_count(o); ++k) {
                 const kbit_io_tensor* t;
                 if (kbit_io_tensor_at(o, k, &t) == KBIT_STATUS_SUCCESS) total_size += t->nbytes;
@@ -397,14 +334,14 @@ void finish_job(Job& j, const std::map<std::string, size_t>& weight_map, const s
         for (const auto& kv : weight_map) wm[kv.first] = base_name(kbit_io_shard_path(j.ck, kv.second));
         idx["metadata"] = meta;
         idx["weight_map"] = wm;
-        write_text(j.out_tmp + "/" + kIndex, python_json(idx));
+        kbit::fs::write_file(j.out_dir.name() + "/" + kIndex, python_json(idx));
     }
     for (size_t s = 0; s < kbit_io_shard_count(j.ck); ++s) own.insert(base_name(kbit_io_shard_path(j.ck, s)));
     if (exists(j.in + "/config.json")) {
-        json cfg = parse_json(j.in + "/config.json");
-        if (!cfg.is_object()) throw Failure(fmt("%s/config.json: not a JSON object", j.in.c_str()));
+        json cfg = kbit::fs::read_json(j.in + "/config.json");
+        if (!cfg.is_object()) throw Failure(format("%s/config.json: not a JSON object", j.in.c_str()));
         edit_config(cfg);
-        write_text(j.out_tmp + "/config.json", python_json(cfg));
+        kbit::fs::write_file(j.out_dir.name() + "/config.json", python_json(cfg));
     }
     // Tokenizer files and the like come along (regular files at the top level only).
     if (DIR* d = opendir(j.in.c_str())) {
@@ -413,13 +350,11 @@ void finish_job(Job& j, const std::map<std::string, size_t>& weight_map, const s
             struct stat st;
             if (own.count(n) || stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
             if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) continue;
-            write_text(j.out_tmp + "/" + n, read_text(p));
+            kbit::fs::write_file(j.out_dir.name() + "/" + n, kbit::fs::read_file(p));
         }
         closedir(d);
     }
-    if (rename(j.out_tmp.c_str(), j.out.c_str()) != 0)
-        throw Failure(fmt("%s: cannot rename %s to it: %s", j.out.c_str(), j.out_tmp.c_str(), std::strerror(errno)));
-    j.out_tmp.clear();
+    j.out_dir.publish();
 }
 
 int32_t kbit_dtype_of(int32_t io_dtype) {
@@ -520,7 +455,7 @@ kbit_io_quant layer_of(const kbit_io_tensor* t, const std::string& module, const
 int run_quantize_job(Job& j, const QuantOptions& o) {
     open_job(j);
     if (kbit_io_quant_count(j.ck) > 0)
-        throw Failure(fmt("%s: already holds %zu bitsandbytes layer(s) ('%s'); quantize a dense checkpoint",
+        throw Failure(format("%s: already holds %zu bitsandbytes layer(s) ('%s'); quantize a dense checkpoint",
                           j.in.c_str(), kbit_io_quant_count(j.ck), kbit_io_quant_prefix(j.ck, 0)));
     const std::vector<float> qmap = o.format == KBIT_IO_FORMAT_INT8 ? std::vector<float>() : quant_map(j, o.format);
     const std::vector<float> code8 = kbit::dynamic_map(true);
@@ -587,7 +522,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         std::vector<std::string> added;
         if (o.format == KBIT_IO_FORMAT_INT8) {
             const int64_t rows = t->shape[0], cols = t->shape[1];
-            if (cols > INT32_MAX) throw Failure(fmt("%s: %" PRId64 " columns, more than int8 quantization takes", t->name, cols));
+            if (cols > INT32_MAX) throw Failure(format("%s: %" PRId64 " columns, more than int8 quantization takes", t->name, cols));
             // bitsandbytes quantizes the float16 copy of the weight.
             half.resize(static_cast<size_t>(n));
             cb.resize(static_cast<size_t>(n));
@@ -834,7 +769,7 @@ int run_quantize(int argc, char** argv) {
             char* end = nullptr;
             const long b = v ? std::strtol(v, &end, 10) : 0;
             if (!v || *end || b < KBIT_BLOCKSIZE_MIN || b > KBIT_BLOCKSIZE_MAX || (b & (b - 1)))
-                return usage_error("quantize", fmt("--blocksize %s: not a power of two in 32 ... 4096", v ? v : "(missing)"), kQuantizeUsage);
+                return usage_error("quantize", format("--blocksize %s: not a power of two in 32 ... 4096", v ? v : "(missing)"), kQuantizeUsage);
             o.blocksize = static_cast<int>(b);
             blocksize_given = true;
         } else if (a == "--double-quant") {
@@ -848,7 +783,7 @@ int run_quantize(int argc, char** argv) {
         } else if (a == "--compute-dtype") {
             const char* v = value();
             if (!v || !parse_dtype(v, o.compute_dtype))
-                return usage_error("quantize", fmt("--compute-dtype %s: not fp32, fp16 or bf16", v ? v : "(missing)"), kQuantizeUsage);
+                return usage_error("quantize", format("--compute-dtype %s: not fp32, fp16 or bf16", v ? v : "(missing)"), kQuantizeUsage);
             compute_given = true;
         } else if (a == "--quiet" || a == "-q") {
             o.quiet = true;
@@ -888,7 +823,7 @@ int run_dequantize(int argc, char** argv) {
         } else if (a == "--dtype") {
             const char* v = i + 1 < argc ? argv[++i] : nullptr;
             if (!v || !parse_dtype(v, dtype))
-                return usage_error("dequantize", fmt("--dtype %s: not fp32, fp16 or bf16", v ? v : "(missing)"), kDequantizeUsage);
+                return usage_error("dequantize", format("--dtype %s: not fp32, fp16 or bf16", v ? v : "(missing)"), kDequantizeUsage);
         } else if (a == "--quiet" || a == "-q") {
             quiet = true;
         } else if (!a.empty() && a[0] == '-') {
