@@ -1,5 +1,6 @@
 // commands.h — the subcommands of the `kbit` tool. Add one by writing cmd_<name>.cpp with a
-// run function and listing it in kCommands (main.cpp).
+// run function and listing it in kCommands (main.cpp); quantize and dequantize, which share their
+// job, are the convert_*.cpp files (entry points in convert_args.cpp).
 #pragma once
 
 namespace kbit::cli {
