@@ -384,6 +384,13 @@ def _bits(cls_bits, optim_bits):
     return cls_bits if cls_bits is not None else optim_bits
 
 
+def _fixed_bits_variants(cls):
+    """cls's 8-bit and 32-bit classes (Adam8bit, Adam32bit, ...): subclasses whose state has those bits
+    whatever optim_bits says."""
+    return tuple(type(f"{cls.__name__}{bits}bit", (cls,), {"_fixed_bits": bits, "__module__": __name__})
+                 for bits in (8, 32))
+
+
 # ---- the optimizer families -----------------------------------------------------------------
 
 class Adam(Optimizer):
@@ -401,24 +408,14 @@ class Adam(Optimizer):
                          _bits(self._fixed_bits, optim_bits), min_8bit_size)
 
 
-class Adam8bit(Adam):
-    _fixed_bits = 8
-
-
-class Adam32bit(Adam):
-    _fixed_bits = 32
+Adam8bit, Adam32bit = _fixed_bits_variants(Adam)
 
 
 class AdamW(Adam):
     _default_wd = 1e-2
 
 
-class AdamW8bit(AdamW):
-    _fixed_bits = 8
-
-
-class AdamW32bit(AdamW):
-    _fixed_bits = 32
+AdamW8bit, AdamW32bit = _fixed_bits_variants(AdamW)
 
 
 class AdEMAMix(Optimizer):
@@ -449,12 +446,7 @@ class AdEMAMix(Optimizer):
         return beta1, beta2, beta3_t, alpha_t, group["eps"]
 
 
-class AdEMAMix8bit(AdEMAMix):
-    _fixed_bits = 8
-
-
-class AdEMAMix32bit(AdEMAMix):
-    _fixed_bits = 32
+AdEMAMix8bit, AdEMAMix32bit = _fixed_bits_variants(AdEMAMix)
 
 
 class Lion(Optimizer):
@@ -466,12 +458,7 @@ class Lion(Optimizer):
                          _bits(self._fixed_bits, optim_bits), min_8bit_size)
 
 
-class Lion8bit(Lion):
-    _fixed_bits = 8
-
-
-class Lion32bit(Lion):
-    _fixed_bits = 32
+Lion8bit, Lion32bit = _fixed_bits_variants(Lion)
 
 
 class SGD(Optimizer):
@@ -488,12 +475,7 @@ class SGD(Optimizer):
                          _bits(self._fixed_bits, optim_bits), min_8bit_size)
 
 
-class SGD8bit(SGD):
-    _fixed_bits = 8
-
-
-class SGD32bit(SGD):
-    _fixed_bits = 32
+SGD8bit, SGD32bit = _fixed_bits_variants(SGD)
 
 
 class RMSprop(Optimizer):
@@ -510,12 +492,7 @@ class RMSprop(Optimizer):
                          _bits(self._fixed_bits, optim_bits), min_8bit_size)
 
 
-class RMSprop8bit(RMSprop):
-    _fixed_bits = 8
-
-
-class RMSprop32bit(RMSprop):
-    _fixed_bits = 32
+RMSprop8bit, RMSprop32bit = _fixed_bits_variants(RMSprop)
 
 
 class Adagrad(Optimizer):
@@ -532,12 +509,7 @@ class Adagrad(Optimizer):
                          _bits(self._fixed_bits, optim_bits), min_8bit_size)
 
 
-class Adagrad8bit(Adagrad):
-    _fixed_bits = 8
-
-
-class Adagrad32bit(Adagrad):
-    _fixed_bits = 32
+Adagrad8bit, Adagrad32bit = _fixed_bits_variants(Adagrad)
 
 
 class LAMB(Optimizer):
