@@ -30,34 +30,18 @@ using kbit_bench::measure;
 using kbit_bench::options;
 using kbit_bench::selected;
 
+// bitsandbytes' blockwise entry points of each dtype (cquantize_blockwise_fp32, ...).
 template <class T> struct Dtype;
-template <> struct Dtype<float> {
-    static constexpr const char* name = "fp32";
-    static kbit_status quantize(float* c, float* A, float* m, uint8_t* o, int B, int n) {
-        return cquantize_blockwise_fp32(c, A, m, o, B, n);
-    }
-    static kbit_status dequantize(float* c, uint8_t* A, float* m, float* o, int B, int n) {
-        return cdequantize_blockwise_fp32(c, A, m, o, B, n, nullptr);
-    }
-};
-template <> struct Dtype<kbit_half> {
-    static constexpr const char* name = "fp16";
-    static kbit_status quantize(float* c, kbit_half* A, float* m, uint8_t* o, int B, int n) {
-        return cquantize_blockwise_fp16(c, A, m, o, B, n);
-    }
-    static kbit_status dequantize(float* c, uint8_t* A, float* m, kbit_half* o, int B, int n) {
-        return cdequantize_blockwise_fp16(c, A, m, o, B, n, nullptr);
-    }
-};
-template <> struct Dtype<kbit_bf16> {
-    static constexpr const char* name = "bf16";
-    static kbit_status quantize(float* c, kbit_bf16* A, float* m, uint8_t* o, int B, int n) {
-        return cquantize_blockwise_bf16(c, A, m, o, B, n);
-    }
-    static kbit_status dequantize(float* c, uint8_t* A, float* m, kbit_bf16* o, int B, int n) {
-        return cdequantize_blockwise_bf16(c, A, m, o, B, n, nullptr);
-    }
-};
+#define KBIT_BENCH_DTYPE(T, dt)                                        \
+    template <> struct Dtype<T> {                                      \
+        static constexpr const char* name = #dt;                       \
+        static constexpr auto quantize = cquantize_blockwise_##dt;     \
+        static constexpr auto dequantize = cdequantize_blockwise_##dt; \
+    };
+KBIT_BENCH_DTYPE(float, fp32)
+KBIT_BENCH_DTYPE(kbit_half, fp16)
+KBIT_BENCH_DTYPE(kbit_bf16, bf16)
+#undef KBIT_BENCH_DTYPE
 
 // 64-byte aligned like framework tensors (PyTorch's CPU allocator), so that kernels may stream.
 template <class T>
@@ -125,7 +109,7 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
         }
         if (d_sel) {
             measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
-                check(Dtype<T>::dequantize(code.data(), q.data(), absmax.data(), out.data(), B, N), "dequantize");
+                check(Dtype<T>::dequantize(code.data(), q.data(), absmax.data(), out.data(), B, N, nullptr), "dequantize");
             }, "kbit");
             if (bnb_d)
                 measure("dequantize_blockwise_8bit", dt, shape, threads, dequantized, [&] {
