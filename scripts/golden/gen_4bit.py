@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 
-from golden_blob import GOLDEN_DIR, Blob, bnb_cpu_library
+from golden_blob import Blob, bnb_cpu_library
 
 DTYPES = {"fp32": np.float32, "fp16": np.uint16, "bf16": np.uint16}  # 16-bit outputs kept as raw bits
 SHAPES = [(1, 2056), (3, 1000), (1, 1001), (7, 63), (1, 1)]
@@ -57,14 +57,12 @@ def main():
                     cases.append({"quant_type": quant, "dtype": dt, "blocksize": bs, "m": m, "n": n,
                                   "packed": blob.put(packed), "absmax": blob.put(scales), "out": blob.put(out)})
 
-    index = {
-        "source": "bitsandbytes 0.50.2 libbitsandbytes_cpu.so, cdequantize_blockwise_cpu_<quant>_<dtype>",
-        "generator": "scripts/golden/gen_4bit.py",
-        "layout": "offsets/bytes into bnb_4bit.bin; packed uint8, absmax float32, out float32 or raw uint16 bits",
-        "cases": cases,
-    }
-    blob.save(GOLDEN_DIR, "bnb_4bit.bin", "bnb_4bit.json", index)
-    print(f"{len(cases)} cases, {len(blob.data)} bytes")
+    blob.save_cases("bnb_4bit",
+                    source="bitsandbytes 0.50.2 libbitsandbytes_cpu.so, cdequantize_blockwise_cpu_<quant>_<dtype>",
+                    generator="scripts/golden/gen_4bit.py",
+                    layout="offsets/bytes into bnb_4bit.bin; packed uint8, absmax float32, out float32 or raw uint16 "
+                           "bits",
+                    cases=cases)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch
 import torchao
 from torchao.quantization import to_nf4
 
-from golden_blob import GOLDEN_DIR, Blob
+from golden_blob import Blob
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -73,15 +73,12 @@ def main():
                 "nf4": put(raw(t.nf4)),
                 "dequantized": put(raw(deq)),
             })
-    index = {
-        "source": f"torchao {torchao.__version__} NF4Tensor (to_nf4, get_original_weight), torch {torch.__version__},"
-                  " one thread",
-        "generator": "scripts/golden/gen_torchao_nf4.py",
-        "layout": "offsets/bytes into torchao_nf4.bin; float32 or raw uint16 bits for fp16/bf16 values",
-        "cases": out_cases,
-    }
-    blob.save(GOLDEN_DIR, "torchao_nf4.bin", "torchao_nf4.json", index)
-    print(f"{len(out_cases)} cases, {len(blob.data)} bytes")
+    blob.save_cases("torchao_nf4",
+                    source=f"torchao {torchao.__version__} NF4Tensor (to_nf4, get_original_weight), "
+                           f"torch {torch.__version__}, one thread",
+                    generator="scripts/golden/gen_torchao_nf4.py",
+                    layout="offsets/bytes into torchao_nf4.bin; float32 or raw uint16 bits for fp16/bf16 values",
+                    cases=out_cases)
 
 
 if __name__ == "__main__":

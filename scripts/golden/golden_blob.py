@@ -37,3 +37,10 @@ class Blob:
         with open(os.path.join(directory, index_name), "w") as f:
             json.dump(index, f, indent=1)
             f.write("\n")
+
+    def save_cases(self, stem, source, generator, layout, cases):
+        """Writes <stem>.bin and its index <stem>.json to GOLDEN_DIR, the index {"source", "generator",
+        "layout", "cases"}, and prints how many cases and bytes."""
+        index = {"source": source, "generator": generator, "layout": layout, "cases": cases}
+        self.save(GOLDEN_DIR, stem + ".bin", stem + ".json", index)
+        print(f"{len(cases)} cases, {len(self.data)} bytes")
