@@ -156,24 +156,30 @@ void measure(CopyProbe& copy, const std::string& kernel, const std::string& dtyp
 
 template <class T> const char* dtype_name() { return kbit::Elem<T>::name; }
 
-template <class T>
-void bench_dequantize_4bit(CopyProbe& copy, int64_t n) {
-    const int64_t B = 64;
-    const double bytes = n / 2.0 + n / B * 4.0 + double(n) * sizeof(T);
+// A blockwise quantizer (T -> codes) or dequantizer (codes -> T) of n elements in blocks of B:
+// buffer sets {in, absmax, out}, `code_bytes` the bytes of the n codes. A quantizer reads pseudo-normal
+// values (set s: seed `seed` + s), a dequantizer random codes (seed s) and absmax 0.5. call(in, absmax,
+// out) is one call of the kernel.
+template <class T, class Call>
+void bench_blockwise(CopyProbe& copy, const char* kernel, bool quantize, int64_t n, int64_t B, int64_t code_bytes,
+                     uint32_t seed, const Call& call) {
+    const int64_t elem_bytes = n * sizeof(T), absmax_bytes = n / B * 4;
+    const double bytes = double(elem_bytes) + double(code_bytes) + double(absmax_bytes);
     const int sets = sets_for(bytes);
     std::vector<void*> in(sets), absmax(sets), out(sets);
     for (int s = 0; s < sets; ++s) {
-        in[s] = dmalloc(n / 2);
-        absmax[s] = dmalloc(n / B * 4);
-        out[s] = dmalloc(n * sizeof(T));
-        fill_bytes(in[s], n / 2, s);
-        fill_value(static_cast<float*>(absmax[s]), n / B, 0.5f);
+        in[s] = dmalloc(quantize ? elem_bytes : code_bytes);
+        absmax[s] = dmalloc(absmax_bytes);
+        out[s] = dmalloc(quantize ? code_bytes : elem_bytes);
+        if (quantize) {
+            fill_normal(static_cast<T*>(in[s]), n, seed + s);
+        } else {
+            fill_bytes(in[s], code_bytes, seed + s);
+            fill_value(static_cast<float*>(absmax[s]), n / B, 0.5f);
+        }
     }
-    measure(copy, "dequantize_4bit_nf4", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=64", bytes, sets, [&](int s) {
-        kbit_ok(kbit_dequantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, static_cast<uint8_t*>(in[s]),
-                                     static_cast<float*>(absmax[s]), out[s], B, n, nullptr),
-                "kbit_dequantize_4bit");
-    });
+    measure(copy, kernel, dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=" + std::to_string(B), bytes, sets,
+            [&](int s) { call(in[s], static_cast<float*>(absmax[s]), out[s]); });
     for (int s = 0; s < sets; ++s) {
         cudaFree(in[s]);
         cudaFree(absmax[s]);
@@ -182,27 +188,21 @@ void bench_dequantize_4bit(CopyProbe& copy, int64_t n) {
 }
 
 template <class T>
+void bench_dequantize_4bit(CopyProbe& copy, int64_t n) {
+    bench_blockwise<T>(copy, "dequantize_4bit_nf4", false, n, 64, n / 2, 0, [&](void* in, float* absmax, void* out) {
+        kbit_ok(kbit_dequantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, static_cast<uint8_t*>(in), absmax, out, 64, n,
+                                     nullptr),
+                "kbit_dequantize_4bit");
+    });
+}
+
+template <class T>
 void bench_quantize_4bit(CopyProbe& copy, int64_t n) {
-    const int64_t B = 64;
-    const double bytes = double(n) * sizeof(T) + n / 2.0 + n / B * 4.0;
-    const int sets = sets_for(bytes);
-    std::vector<void*> in(sets), absmax(sets), out(sets);
-    for (int s = 0; s < sets; ++s) {
-        in[s] = dmalloc(n * sizeof(T));
-        absmax[s] = dmalloc(n / B * 4);
-        out[s] = dmalloc(n / 2);
-        fill_normal(static_cast<T*>(in[s]), n, s);
-    }
-    measure(copy, "quantize_4bit_nf4", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=64", bytes, sets, [&](int s) {
-        kbit_ok(kbit_quantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, in[s], static_cast<float*>(absmax[s]),
-                                   static_cast<uint8_t*>(out[s]), B, n, nullptr),
+    bench_blockwise<T>(copy, "quantize_4bit_nf4", true, n, 64, n / 2, 0, [&](void* in, float* absmax, void* out) {
+        kbit_ok(kbit_quantize_4bit(KBIT_QUANT_NF4, kbit::Elem<T>::dtype, in, absmax, static_cast<uint8_t*>(out), 64, n,
+                                   nullptr),
                 "kbit_quantize_4bit");
     });
-    for (int s = 0; s < sets; ++s) {
-        cudaFree(in[s]);
-        cudaFree(absmax[s]);
-        cudaFree(out[s]);
-    }
 }
 
 // bitsandbytes' create_dynamic_map(signed), fp32.
@@ -227,52 +227,20 @@ std::vector<float> dynamic_map(bool is_signed) {
 
 template <class T>
 void bench_quantize_8bit(CopyProbe& copy, int64_t n, int64_t B, float* code) {
-    const double bytes = double(n) * sizeof(T) + double(n) + n / B * 4.0;
-    const int sets = sets_for(bytes);
-    std::vector<void*> in(sets), absmax(sets), out(sets);
-    for (int s = 0; s < sets; ++s) {
-        in[s] = dmalloc(n * sizeof(T));
-        absmax[s] = dmalloc(n / B * 4);
-        out[s] = dmalloc(n);
-        fill_normal(static_cast<T*>(in[s]), n, s + 7);
-    }
-    measure(copy, "quantize_blockwise_8bit", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=" + std::to_string(B),
-            bytes, sets, [&](int s) {
-                kbit_ok(kbit_quantize_blockwise_8bit(kbit::Elem<T>::dtype, code, in[s], static_cast<float*>(absmax[s]),
-                                                     static_cast<uint8_t*>(out[s]), B, n, nullptr),
-                        "kbit_quantize_blockwise_8bit");
-            });
-    for (int s = 0; s < sets; ++s) {
-        cudaFree(in[s]);
-        cudaFree(absmax[s]);
-        cudaFree(out[s]);
-    }
+    bench_blockwise<T>(copy, "quantize_blockwise_8bit", true, n, B, n, 7, [&](void* in, float* absmax, void* out) {
+        kbit_ok(kbit_quantize_blockwise_8bit(kbit::Elem<T>::dtype, code, in, absmax, static_cast<uint8_t*>(out), B, n,
+                                             nullptr),
+                "kbit_quantize_blockwise_8bit");
+    });
 }
 
 template <class T>
 void bench_dequantize_8bit(CopyProbe& copy, int64_t n, float* code) {
-    const int64_t B = 256;
-    const double bytes = double(n) + n / B * 4.0 + double(n) * sizeof(T);
-    const int sets = sets_for(bytes);
-    std::vector<void*> in(sets), absmax(sets), out(sets);
-    for (int s = 0; s < sets; ++s) {
-        in[s] = dmalloc(n);
-        absmax[s] = dmalloc(n / B * 4);
-        out[s] = dmalloc(n * sizeof(T));
-        fill_bytes(in[s], n, s);
-        fill_value(static_cast<float*>(absmax[s]), n / B, 0.5f);
-    }
-    measure(copy, "dequantize_blockwise_8bit", dtype_name<T>(), "n=" + std::to_string(n) + " blocksize=256", bytes, sets,
-            [&](int s) {
-                kbit_ok(kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, code, static_cast<uint8_t*>(in[s]),
-                                                       static_cast<float*>(absmax[s]), out[s], B, n, nullptr),
-                        "kbit_dequantize_blockwise_8bit");
-            });
-    for (int s = 0; s < sets; ++s) {
-        cudaFree(in[s]);
-        cudaFree(absmax[s]);
-        cudaFree(out[s]);
-    }
+    bench_blockwise<T>(copy, "dequantize_blockwise_8bit", false, n, 256, n, 0, [&](void* in, float* absmax, void* out) {
+        kbit_ok(kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, code, static_cast<uint8_t*>(in), absmax, out, 256, n,
+                                               nullptr),
+                "kbit_dequantize_blockwise_8bit");
+    });
 }
 
 // NF4 GEMV with one activation row: out[N] = W[N, K] x, blocksize 64.
