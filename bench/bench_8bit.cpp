@@ -30,18 +30,16 @@ using kbit_bench::measure;
 using kbit_bench::options;
 using kbit_bench::selected;
 
-// bitsandbytes' blockwise entry points of each dtype (cquantize_blockwise_fp32, ...).
+// bitsandbytes' blockwise entry points of each dtype, and the dtype's name in the CSV.
+template <auto Quantize, auto Dequantize>
+struct Entries {
+    static constexpr auto quantize = Quantize;
+    static constexpr auto dequantize = Dequantize;
+};
 template <class T> struct Dtype;
-#define KBIT_BENCH_DTYPE(T, dt)                                        \
-    template <> struct Dtype<T> {                                      \
-        static constexpr const char* name = #dt;                       \
-        static constexpr auto quantize = cquantize_blockwise_##dt;     \
-        static constexpr auto dequantize = cdequantize_blockwise_##dt; \
-    };
-KBIT_BENCH_DTYPE(float, fp32)
-KBIT_BENCH_DTYPE(kbit_half, fp16)
-KBIT_BENCH_DTYPE(kbit_bf16, bf16)
-#undef KBIT_BENCH_DTYPE
+template <> struct Dtype<float> : Entries<cquantize_blockwise_fp32, cdequantize_blockwise_fp32> { static constexpr const char* name = "fp32"; };
+template <> struct Dtype<kbit_half> : Entries<cquantize_blockwise_fp16, cdequantize_blockwise_fp16> { static constexpr const char* name = "fp16"; };
+template <> struct Dtype<kbit_bf16> : Entries<cquantize_blockwise_bf16, cdequantize_blockwise_bf16> { static constexpr const char* name = "bf16"; };
 
 // 64-byte aligned like framework tensors (PyTorch's CPU allocator), so that kernels may stream.
 template <class T>
