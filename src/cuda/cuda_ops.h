@@ -1,5 +1,5 @@
 // cuda_ops.h — the CUDA backend's internal operations, one per exported family, called by the
-// extern "C" entry points (api_*.cpp) after argument validation and by the GPU self-test. Plain
+// kbit::ops functions (api_*.cpp) after argument validation. Plain
 // C++ (no CUDA types): `stream` is the caller's opaque cudaStream_t. Each returns a kbit_status and
 // reports device failures as "fn: ..." through kbit::set_error. Callers guarantee validated,
 // non-empty arguments.
@@ -15,48 +15,6 @@
 #include "kbit_optim_math.h"
 
 namespace kbit::cuda {
-
-// ---- 4-bit (quantize_4bit.cu, gemm_4bit.cu, nested_absmax.cu, torchao_nf4.cu) -------------------
-kbit_status quantize_4bit(const char* fn, QuantType type, int32_t dtype, const void* A, float* absmax,
-                          uint8_t* out, int64_t blocksize, int64_t n, void* stream);
-kbit_status dequantize_4bit(const char* fn, QuantType type, int32_t dtype, const uint8_t* A,
-                            const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
-
-// out[m][r] = sum_k A[m][k] * W[r][k] (+ bias[r]) for m < M, r < N. Weight element (r, k) is nibble
-// r * row_elems + k of W, whose rows are row_elems / 2 bytes apart; its scale is absmax[flat /
-// blocksize] or, when qabsmax != NULL, code[qabsmax[b]] * absmax[b / 256] + *offset.
-struct Gemm4bitArgs {
-    int32_t dtype;
-    const void* A;
-    const uint8_t* W;
-    int64_t row_elems;
-    const float* absmax;
-    const uint8_t* qabsmax;
-    const float* code;
-    const float* offset;
-    const float* lut;       // device table of 16 floats, or NULL for the built-in table of `type`
-    QuantType type;
-    const void* bias;       // N elements of dtype, or NULL
-    void* out;
-    int M, N, K;
-    int64_t blocksize;
-};
-kbit_status gemm_4bit(const char* fn, const Gemm4bitArgs& args, void* stream);
-
-kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
-                                   float* nested_absmax, float* offset, int64_t blocks,
-                                   int64_t nested_blocksize, void* stream);
-kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
-                                     const float* nested_absmax, float offset, float* absmax, int64_t blocks,
-                                     int64_t nested_blocksize, void* stream);
-
-kbit_status torchao_quantize(const char* fn, int32_t dtype, const void* w, uint8_t* quantized_data,
-                             int8_t* quantized_scalers, void* quantization_factor, void* scaler_mean, int64_t n,
-                             int64_t block_size, int64_t scaler_block_size, void* stream);
-kbit_status torchao_dequantize(const char* fn, int32_t dtype, const uint8_t* quantized_data,
-                               const int8_t* quantized_scalers, const void* quantization_factor,
-                               const void* scaler_mean, void* out, int64_t n, int64_t block_size,
-                               int64_t scaler_block_size, void* stream);
 
 // ---- 8-bit (blockwise_8bit.cu, int8_llm.cu, igemmlt.cpp) -----------------------------------------
 kbit_status quantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const void* A,

@@ -1,6 +1,7 @@
-// 4-bit GEMV / GEMM: bitsandbytes' cgemm_4bit_inference_naive_* (M = 1, caller's LUT) and
-// cgemm_4bit_* (M rows, built-in NF4/FP4 table, optional nested absmax and bias). fp32 accumulation
-// in an order of this backend's choosing (class F: tolerance-equal to the CPU backend).
+// 4-bit GEMV / GEMM: kbit::ops::gemv_4bit (bitsandbytes' cgemm_4bit_inference_naive_*: M = 1, the
+// caller's LUT) and gemm_4bit (cgemm_4bit_*: M rows, built-in NF4/FP4 table, optional nested absmax
+// and bias), on the caller's stream. fp32 accumulation in an order of this backend's choosing (class
+// F: tolerance-equal to the CPU backend).
 //
 // Two kernels:
 //  - skinny (M <= 4, K and the row stride multiples of 32, 16-byte aligned A and W): a CTA owns 4
@@ -12,7 +13,8 @@
 //    staged through shared memory in fp32, 4x4 outputs per thread.
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_4bit.h"
 
 namespace kbit::cuda {
 namespace {
@@ -204,45 +206,64 @@ gemm_4bit_tiled_kernel(const T* __restrict__ A, int M, int K, int N, WeightArgs 
     }
 }
 
+// out[m][r] = sum_k A[m][k] * W[r][k] (+ bias[r]) for m < M, r < N; W as `w` describes it.
 template <class T>
-kbit_status run(const char* fn, const Gemm4bitArgs& g, cudaStream_t stream) {
-    static constexpr Lut16 nf4{{KBIT_NF4_VALUES}};
-    static constexpr Lut16 fp4{{KBIT_FP4_VALUES}};
-    WeightArgs w{g.W, g.row_elems / 2, g.row_elems,
-                 Scales{g.absmax, g.qabsmax, g.code, log2_of(g.blocksize)},
-                 g.qabsmax != nullptr ? g.offset : nullptr, g.lut, g.type == QuantType::FP4 ? fp4 : nf4};
-    const T* A = static_cast<const T*>(g.A);
-    const T* bias = static_cast<const T*>(g.bias);
-    T* out = static_cast<T*>(g.out);
-    const bool skinny = g.M <= 4 && g.K % 32 == 0 && g.row_elems % 32 == 0 && host_aligned(g.A, 16) &&
-                        host_aligned(g.W, 16);
+kbit_status run(const char* fn, const T* A, const WeightArgs& w, const T* bias, T* out, int M, int N, int K,
+                cudaStream_t stream) {
+    const bool skinny = M <= 4 && K % 32 == 0 && w.row_elems % 32 == 0 && host_aligned(A, 16) && host_aligned(w.W, 16);
     if (skinny) {
-        const int chunks = g.K / 32;
+        const int chunks = K / 32;
         int threads = (chunks + 31) / 32 * 32;  // whole warps, one chunk per thread and step
         threads = threads < 32 ? 32 : (threads > kSkinnyMaxThreads ? kSkinnyMaxThreads : threads);
-        const unsigned grid = static_cast<unsigned>((int64_t{g.N} + kSkinnyRows - 1) / kSkinnyRows);
-        if (g.M == 1)
-            gemm_4bit_skinny_kernel<T, 1><<<grid, threads, 0, stream>>>(A, g.M, g.K, g.N, w, bias, out);
+        const unsigned grid = static_cast<unsigned>((int64_t{N} + kSkinnyRows - 1) / kSkinnyRows);
+        if (M == 1)
+            gemm_4bit_skinny_kernel<T, 1><<<grid, threads, 0, stream>>>(A, M, K, N, w, bias, out);
         else
-            gemm_4bit_skinny_kernel<T, 4><<<grid, threads, 0, stream>>>(A, g.M, g.K, g.N, w, bias, out);
+            gemm_4bit_skinny_kernel<T, 4><<<grid, threads, 0, stream>>>(A, M, K, N, w, bias, out);
         return check_launch(fn, "gemm_4bit_skinny_kernel");
     }
-    const unsigned nt = static_cast<unsigned>((int64_t{g.N} + kTile - 1) / kTile);
-    const int64_t mt = (int64_t{g.M} + kTile - 1) / kTile;
+    const unsigned nt = static_cast<unsigned>((int64_t{N} + kTile - 1) / kTile);
+    const int64_t mt = (int64_t{M} + kTile - 1) / kTile;
     const dim3 grid(nt, static_cast<unsigned>(mt < 65535 ? mt : 65535));
-    gemm_4bit_tiled_kernel<T><<<grid, kTiledThreads, 0, stream>>>(A, g.M, g.K, g.N, w, bias, out);
+    gemm_4bit_tiled_kernel<T><<<grid, kTiledThreads, 0, stream>>>(A, M, K, N, w, bias, out);
     return check_launch(fn, "gemm_4bit_tiled_kernel");
 }
 
-}  // namespace
-
-kbit_status gemm_4bit(const char* fn, const Gemm4bitArgs& args, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    switch (args.dtype) {
-        case KBIT_DTYPE_FP16: return run<kbit_half>(fn, args, s);
-        case KBIT_DTYPE_BF16: return run<kbit_bf16>(fn, args, s);
-        default: return run<float>(fn, args, s);
-    }
+// Weight element (r, k) is nibble r * row_elems + k of W, whose rows are row_elems / 2 bytes apart;
+// its scale is absmax[flat / blocksize] or, when qabsmax != NULL, code[qabsmax[b]] * absmax[b / 256]
+// + *offset. The table is `lut` (16 device floats) or, when NULL, the built-in table of `type`.
+WeightArgs weights(const uint8_t* W, int64_t row_elems, const float* absmax, const uint8_t* qabsmax,
+                   const float* code, const float* offset, const float* lut, QuantType type, int64_t blocksize) {
+    static constexpr Lut16 nf4{{KBIT_NF4_VALUES}};
+    static constexpr Lut16 fp4{{KBIT_FP4_VALUES}};
+    return WeightArgs{W, row_elems / 2, row_elems, Scales{absmax, qabsmax, code, log2_of(blocksize)},
+                      qabsmax != nullptr ? offset : nullptr, lut, type == QuantType::FP4 ? fp4 : nf4};
 }
 
+}  // namespace
 }  // namespace kbit::cuda
+
+namespace kbit::ops {
+
+// bitsandbytes' GEMV is the M = 1 GEMM over rows of ldb bytes with the caller's code table.
+template <class T>
+kbit_status gemv_4bit(const char* fn, int m, int k, const T* A, const uint8_t* B, const float* absmax,
+                      const float* datatype, T* out, int ldb, int blocksize, void* stream) {
+    const cuda::WeightArgs w =
+        cuda::weights(B, 2 * int64_t{ldb}, absmax, nullptr, nullptr, nullptr, datatype, QuantType::NF4, blocksize);
+    return cuda::run<T>(fn, A, w, nullptr, out, 1, m, k, cuda::to_stream(stream));
+}
+
+template <class T>
+kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+                      int blocksize, QuantType qt, void* stream) {
+    const cuda::WeightArgs w =
+        cuda::weights(B, K, absmax, absmax_8bit, absmax_code, absmax_offset, nullptr, qt, blocksize);
+    return cuda::run<T>(fn, A, w, bias, out, M, N, K, cuda::to_stream(stream));
+}
+
+KBIT_CUDA_INSTANTIATE(gemv_4bit);
+KBIT_CUDA_INSTANTIATE(gemm_4bit);
+
+}  // namespace kbit::ops

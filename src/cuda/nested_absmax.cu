@@ -1,8 +1,10 @@
 // bitsandbytes' double quantization of 4-bit block scales (compress_statistics=True) and its
-// inverse. IEEE fp32 (this file is compiled with --fmad=false); NaN results carry x86 bits.
+// inverse: kbit::ops::nested_absmax_quantize and nested_absmax_dequantize (kbit_ops_4bit.h), on the
+// caller's stream. IEEE fp32 (this file is compiled with --fmad=false); NaN results carry x86 bits.
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
 #include "cuda_ops.h"
+#include "kbit_ops_4bit.h"
 #include "seq_sum.cuh"
 
 namespace kbit::cuda {
@@ -25,24 +27,27 @@ nested_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict_
 }
 
 }  // namespace
+}  // namespace kbit::cuda
+
+namespace kbit::ops {
 
 kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    seq_sum_kernel<<<1, 1, 0, s>>>(absmax, blocks, WriteMean{offset});
-    if (kbit_status st = check_launch(fn, "seq_sum_kernel"); st != KBIT_STATUS_SUCCESS) return st;
+    const cudaStream_t s = cuda::to_stream(stream);
+    cuda::seq_sum_kernel<<<1, 1, 0, s>>>(absmax, blocks, cuda::WriteMean{offset});
+    if (kbit_status st = cuda::check_launch(fn, "seq_sum_kernel"); st != KBIT_STATUS_SUCCESS) return st;
     // absmax[b] - offset, quantized with the blockwise 8-bit rule (offset read on the device).
-    return quantize_blockwise_8bit_centred(fn, code, absmax, offset, nested_absmax, qabsmax, nested_blocksize, blocks,
-                                           stream);
+    return cuda::quantize_blockwise_8bit_centred(fn, code, absmax, offset, nested_absmax, qabsmax, nested_blocksize,
+                                                 blocks, stream);
 }
 
 kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
                                      const float* nested_absmax, float offset, float* absmax, int64_t blocks,
                                      int64_t nested_blocksize, void* stream) {
-    nested_dequantize_kernel<<<grid_for((blocks + 255) / 256), 256, 0, to_stream(stream)>>>(
-        qabsmax, code, nested_absmax, offset, absmax, blocks, log2_of(nested_blocksize));
-    return check_launch(fn, "nested_dequantize_kernel");
+    cuda::nested_dequantize_kernel<<<cuda::grid_for((blocks + 255) / 256), 256, 0, cuda::to_stream(stream)>>>(
+        qabsmax, code, nested_absmax, offset, absmax, blocks, cuda::log2_of(nested_blocksize));
+    return cuda::check_launch(fn, "nested_dequantize_kernel");
 }
 
-}  // namespace kbit::cuda
+}  // namespace kbit::ops

@@ -1,4 +1,5 @@
-// torchao's NF4Tensor format (to_nf4 / get_original_weight), byte-identical to the CPU backend:
+// torchao's NF4Tensor format (to_nf4 / get_original_weight): kbit::ops::torchao_quantize and
+// torchao_dequantize (kbit_ops_4bit.h), on the caller's stream, byte-identical to the CPU backend:
 //   1. block scalers (max |w| per block, in T) on the GPU, one thread per block;
 //   2. the scaler stage on the host: the scalers are copied to the host and kbit::ref::torchao_scalers
 //      (the reference itself) computes the mean in torch's single-thread AVX2 cascade order, the
@@ -12,7 +13,8 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_4bit.h"
 #include "kbit_torchao_math.h"
 #include "ref_4bit.h"
 
@@ -126,30 +128,27 @@ kbit_status dequantize_t(const char* fn, const uint8_t* qdata, const int8_t* qsc
 }
 
 }  // namespace
-
-kbit_status torchao_quantize(const char* fn, int32_t dtype, const void* w, uint8_t* quantized_data,
-                             int8_t* quantized_scalers, void* quantization_factor, void* scaler_mean, int64_t n,
-                             int64_t block_size, int64_t scaler_block_size, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return quantize_t(fn, static_cast<const T*>(w), quantized_data, quantized_scalers,
-                          static_cast<T*>(quantization_factor), static_cast<T*>(scaler_mean), n, block_size,
-                          scaler_block_size, s);
-    });
-}
-
-kbit_status torchao_dequantize(const char* fn, int32_t dtype, const uint8_t* quantized_data,
-                               const int8_t* quantized_scalers, const void* quantization_factor,
-                               const void* scaler_mean, void* out, int64_t n, int64_t block_size,
-                               int64_t scaler_block_size, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dequantize_t(fn, quantized_data, quantized_scalers, static_cast<const T*>(quantization_factor),
-                            static_cast<const T*>(scaler_mean), static_cast<T*>(out), n, block_size,
-                            scaler_block_size, s);
-    });
-}
-
 }  // namespace kbit::cuda
+
+namespace kbit::ops {
+
+template <class T>
+kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+                             T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
+                             int64_t scaler_block_size, void* stream) {
+    return cuda::quantize_t(fn, w, quantized_data, quantized_scalers, quantization_factor, scaler_mean, n, block_size,
+                            scaler_block_size, cuda::to_stream(stream));
+}
+
+template <class T>
+kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
+                               const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
+                               int64_t block_size, int64_t scaler_block_size, void* stream) {
+    return cuda::dequantize_t(fn, quantized_data, quantized_scalers, quantization_factor, scaler_mean, out, n,
+                              block_size, scaler_block_size, cuda::to_stream(stream));
+}
+
+KBIT_CUDA_INSTANTIATE(torchao_quantize);
+KBIT_CUDA_INSTANTIATE(torchao_dequantize);
+
+}  // namespace kbit::ops

@@ -1,9 +1,12 @@
 // 4-bit NF4/FP4 blockwise quantization and dequantization (bitsandbytes' kQuantizeBlockwise /
-// kDequantizeBlockwise for 4-bit), bit-identical to the CPU backend: indices from the shared format
-// rules of kbit_formats.h, IEEE fp32 arithmetic (this file is compiled with --fmad=false).
+// kDequantizeBlockwise for 4-bit): kbit::ops::quantize_4bit and dequantize_4bit (kbit_ops_4bit.h),
+// bit-identical to the CPU backend: indices from the shared format rules of kbit_formats.h, IEEE
+// fp32 arithmetic (this file is compiled with --fmad=false). The bitsandbytes-named quantizers have
+// no stream parameter and run on the legacy default stream (stream = NULL), as bitsandbytes does.
 #include "blockwise_kernel.cuh"
 #include "cuda_check.h"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_4bit.h"
 
 namespace kbit::cuda {
 namespace {
@@ -106,23 +109,23 @@ kbit_status dequantize_t(const char* fn, QuantType type, const uint8_t* A, const
 }
 
 }  // namespace
-
-kbit_status quantize_4bit(const char* fn, QuantType type, int32_t dtype, const void* A, float* absmax, uint8_t* out,
-                          int64_t blocksize, int64_t n, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return quantize_t(fn, type, static_cast<const T*>(A), absmax, out, blocksize, n, s);
-    });
-}
-
-kbit_status dequantize_4bit(const char* fn, QuantType type, int32_t dtype, const uint8_t* A, const float* absmax,
-                            void* out, int64_t blocksize, int64_t n, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dequantize_t(fn, type, A, absmax, static_cast<T*>(out), blocksize, n, s);
-    });
-}
-
 }  // namespace kbit::cuda
+
+namespace kbit::ops {
+
+template <class T>
+kbit_status quantize_4bit(const char* fn, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
+                          int64_t n, void* stream) {
+    return cuda::quantize_t(fn, qt, A, absmax, out, blocksize, n, cuda::to_stream(stream));
+}
+
+template <class T>
+kbit_status dequantize_4bit(const char* fn, QuantType qt, const uint8_t* A, const float* absmax, T* out,
+                            int64_t blocksize, int64_t n, void* stream) {
+    return cuda::dequantize_t(fn, qt, A, absmax, out, blocksize, n, cuda::to_stream(stream));
+}
+
+KBIT_CUDA_INSTANTIATE(quantize_4bit);
+KBIT_CUDA_INSTANTIATE(dequantize_4bit);
+
+}  // namespace kbit::ops
