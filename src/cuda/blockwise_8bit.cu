@@ -1,11 +1,16 @@
 // Blockwise dynamic 8-bit quantization against the caller's 256-entry table and its dequantization
-// (bitsandbytes' cquantize_blockwise_* / cdequantize_blockwise_*), bit-identical to the CPU backend:
-// the index rule is kbit::code8_index, evaluated through the shared-memory layout of code8_search.h;
-// IEEE fp32 arithmetic (this file is compiled with --fmad=false).
+// (bitsandbytes' cquantize_blockwise_* / cdequantize_blockwise_*): kbit::ops::quantize_8bit and
+// dequantize_8bit (kbit_ops_8bit.h), and the centred quantizer of blockwise_8bit.h, bit-identical to
+// the CPU backend: the index rule is kbit::code8_index, evaluated through the shared-memory layout of
+// code8_search.h; IEEE fp32 arithmetic (this file is compiled with --fmad=false). The
+// bitsandbytes-named quantizer has no stream parameter and runs on the legacy default stream (stream =
+// NULL), as bitsandbytes does.
+#include "blockwise_8bit.h"
 #include "blockwise_kernel.cuh"
 #include "code8_search.h"
 #include "cuda_check.h"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_8bit.h"
 
 namespace kbit::cuda {
 namespace {
@@ -101,27 +106,28 @@ kbit_status dequantize_t(const char* fn, const float* code, const uint8_t* A, co
 
 }  // namespace
 
-kbit_status quantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const void* A, float* absmax,
-                                    uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return quantize_t(fn, code, static_cast<const T*>(A), nullptr, absmax, out, blocksize, n, s);
-    });
-}
-
 kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, const float* A, const float* center,
                                             float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
     return quantize_t(fn, code, A, center, absmax, out, blocksize, n, to_stream(stream));
 }
 
-kbit_status dequantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
-                                      const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return with_dtype(dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return dequantize_t(fn, code, A, absmax, static_cast<T*>(out), blocksize, n, s);
-    });
+}  // namespace kbit::cuda
+
+namespace kbit::ops {
+
+template <class T>
+kbit_status quantize_8bit(const char* fn, const float* code, const T* A, float* absmax, uint8_t* out,
+                          int64_t blocksize, int64_t n, void* stream) {
+    return cuda::quantize_t(fn, code, A, nullptr, absmax, out, blocksize, n, cuda::to_stream(stream));
 }
 
-}  // namespace kbit::cuda
+template <class T>
+kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
+                            int64_t blocksize, int64_t n, void* stream) {
+    return cuda::dequantize_t(fn, code, A, absmax, out, blocksize, n, cuda::to_stream(stream));
+}
+
+KBIT_CUDA_INSTANTIATE(quantize_8bit);
+KBIT_CUDA_INSTANTIATE(dequantize_8bit);
+
+}  // namespace kbit::ops

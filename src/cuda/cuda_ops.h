@@ -16,35 +16,6 @@
 
 namespace kbit::cuda {
 
-// ---- 8-bit (blockwise_8bit.cu, int8_llm.cu, igemmlt.cpp) -----------------------------------------
-kbit_status quantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const void* A,
-                                    float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream);
-kbit_status dequantize_blockwise_8bit(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
-                                      const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream);
-// The centred variant used by nested absmax: quantizes (A[i] - *center) (fp32 only).
-kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, const float* A, const float* center,
-                                            float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
-                                            void* stream);
-
-// LLM.int8 row-wise quantization; with outlier_cols != NULL also the outlier-column flags, and the
-// outlier columns of `out` zeroed when rows > 1 (kbit_int8_vectorwise_quant).
-kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
-                              uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream);
-kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float* rowStats, const float* colStats,
-                                  kbit_half* out, const kbit_half* bias, int64_t rows, int64_t cols, void* stream);
-kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
-                                     const uint8_t* outlier_cols, kbit_half* out, int64_t rows,
-                                     int64_t out_features, int64_t in_features, void* stream);
-
-enum class IgemmltOutput { Int32, Int8, Int8RowScale };
-kbit_context* create_context(const char* fn);
-// Whether `context` (non-NULL) was made by create_context() and not destroyed.
-bool is_context(const kbit_context* context);
-kbit_status destroy_context(const char* fn, kbit_context* context);
-kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output, int m, int n, int k,
-                    const int8_t* A, const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc,
-                    void* stream);
-
 // ---- optimizers (optim32.cu, optim8_blockwise.cu): the order of kbit_optim_math.h ----------------
 // Memory of a 32-bit call: g, p of the call's dtype (n elements); s1 n floats (AdEMAMix 2n); s2 n
 // floats or NULL (1-state); unorm one float (read and/or written when max_unorm > 0).

@@ -1,4 +1,5 @@
-// int8 GEMM through cuBLASLt (bitsandbytes' cigemmlt_* and get_context).
+// int8 GEMM through cuBLASLt (bitsandbytes' cigemmlt_* and get_context): kbit::ops::context_create,
+// context_destroy, context_is_live and igemmlt (kbit_ops_8bit.h), on the caller's stream.
 //
 // Every result equals the CPU backend's: cuBLASLt computes only the exact int32 product (and only for
 // the layouts its int8 kernels document: inner dimension and leading dimensions multiples of 4,
@@ -19,10 +20,10 @@
 #include <string>
 
 #include "cuda_check.h"
-#include "cuda_ops.h"
 #include "igemm_kernels.h"
 #include "kbit_error.h"
 #include "kbit_live_set.h"
+#include "kbit_ops_8bit.h"
 
 struct kbit_context {
     cublasLtHandle_t handle;
@@ -104,45 +105,6 @@ struct Descs {
     }
 };
 
-}  // namespace
-
-kbit_context* create_context(const char* fn) {
-    const LtApi& api = lt_api();
-    if (!api.error.empty()) {
-        set_error(KBIT_STATUS_NOT_SUPPORTED, fn, "%s", api.error.c_str());
-        return nullptr;
-    }
-    int device = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
-        device_error(fn, "cudaGetDevice", e);
-        return nullptr;
-    }
-    cublasLtHandle_t handle = nullptr;
-    if (cublasStatus_t s = api.create(&handle); s != CUBLAS_STATUS_SUCCESS) {
-        lt_error(fn, "cublasLtCreate", s);
-        return nullptr;
-    }
-    auto* context = new kbit_context{handle, device};
-    if (!live_contexts().add(context)) {
-        api.destroy(handle);
-        delete context;
-        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu contexts are live already", live_contexts().capacity());
-        return nullptr;
-    }
-    return context;
-}
-
-bool is_context(const kbit_context* context) { return live_contexts().contains(context); }
-
-kbit_status destroy_context(const char* fn, kbit_context* context) {
-    if (!live_contexts().remove(context)) return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
-    const cublasStatus_t s = lt_api().destroy(context->handle);
-    delete context;
-    return s == CUBLAS_STATUS_SUCCESS ? KBIT_STATUS_SUCCESS : lt_error(fn, "cublasLtDestroy", s);
-}
-
-namespace {
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The exact int32 product through cuBLASLt. bitsandbytes' convention: C (row-major [n][ldc]) = B
@@ -184,18 +146,57 @@ kbit_status igemm_s32(const char* fn, kbit_context* context, int m, int n, int k
 }
 
 }  // namespace
+}  // namespace kbit::cuda
 
-kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output, int m, int n, int k,
-                    const int8_t* A, const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc,
-                    void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    if (output == IgemmltOutput::Int32) {
+namespace kbit::ops {
+
+kbit_context* context_create(const char* fn) {
+    const cuda::LtApi& api = cuda::lt_api();
+    if (!api.error.empty()) {
+        set_error(KBIT_STATUS_NOT_SUPPORTED, fn, "%s", api.error.c_str());
+        return nullptr;
+    }
+    int device = 0;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+        cuda::device_error(fn, "cudaGetDevice", e);
+        return nullptr;
+    }
+    cublasLtHandle_t handle = nullptr;
+    if (cublasStatus_t s = api.create(&handle); s != CUBLAS_STATUS_SUCCESS) {
+        cuda::lt_error(fn, "cublasLtCreate", s);
+        return nullptr;
+    }
+    auto* context = new kbit_context{handle, device};
+    if (!cuda::live_contexts().add(context)) {
+        api.destroy(handle);
+        delete context;
+        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu contexts are live already",
+                  cuda::live_contexts().capacity());
+        return nullptr;
+    }
+    return context;
+}
+
+bool context_is_live(const kbit_context* context) { return cuda::live_contexts().contains(context); }
+
+kbit_status context_destroy(const char* fn, kbit_context* context) {
+    if (!cuda::live_contexts().remove(context))
+        return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
+    const cublasStatus_t s = cuda::lt_api().destroy(context->handle);
+    delete context;
+    return s == CUBLAS_STATUS_SUCCESS ? KBIT_STATUS_SUCCESS : cuda::lt_error(fn, "cublasLtDestroy", s);
+}
+
+kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context* context, int m, int n, int k, const int8_t* A,
+                    const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc, void* stream) {
+    const cudaStream_t s = cuda::to_stream(stream);
+    if (output == IgemmOutput::Int32) {
         if (m == 0) {  // empty inner dimension: every sum is 0
             KBIT_CUDA_TRY(fn, "cudaMemset2DAsync",
                           cudaMemset2DAsync(C, size_t(ldc) * 4, 0, size_t(k) * 4, size_t(n), s));
             return KBIT_STATUS_SUCCESS;
         }
-        return igemm_s32(fn, context, m, n, k, A, B, static_cast<int32_t*>(C), lda, ldb, ldc, s);
+        return cuda::igemm_s32(fn, context, m, n, k, A, B, static_cast<int32_t*>(C), lda, ldb, ldc, s);
     }
     // int8 outputs: the int32 product into scratch [n][ld] (ld = k rounded up to a multiple of 4, a
     // layout cuBLASLt takes), then the reference's output rules.
@@ -206,17 +207,17 @@ kbit_status igemmlt(const char* fn, kbit_context* context, IgemmltOutput output,
     kbit_status st = KBIT_STATUS_SUCCESS;
     if (m == 0) {
         const cudaError_t e = cudaMemsetAsync(acc, 0, bytes, s);
-        if (e != cudaSuccess) st = device_error(fn, "cudaMemsetAsync", e);
+        if (e != cudaSuccess) st = cuda::device_error(fn, "cudaMemsetAsync", e);
     } else {
-        st = igemm_s32(fn, context, m, n, k, A, B, acc, lda, ldb, ld, s);
+        st = cuda::igemm_s32(fn, context, m, n, k, A, B, acc, lda, ldb, ld, s);
     }
     if (st == KBIT_STATUS_SUCCESS)
-        st = igemm_int8_epilogue(fn, acc, ld, n, k, output == IgemmltOutput::Int8RowScale ? row_scale : nullptr,
-                                 static_cast<int8_t*>(C), ldc, s);
+        st = cuda::igemm_int8_epilogue(fn, acc, ld, n, k, output == IgemmOutput::Int8RowScale ? row_scale : nullptr,
+                                       static_cast<int8_t*>(C), ldc, s);
     const cudaError_t freed = cudaFreeAsync(acc, s);
     if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess)
-        return device_error(fn, "cudaFreeAsync (int32 product)", freed);
+        return cuda::device_error(fn, "cudaFreeAsync (int32 product)", freed);
     return st;
 }
 
-}  // namespace kbit::cuda
+}  // namespace kbit::ops

@@ -1,14 +1,15 @@
-// LLM.int8 pieces: row-wise int8 quantization with outliers (cint8_vector_quant,
-// kbit_int8_vectorwise_quant), dequantization of the int32 product (cdequant_mm_int32_fp16) and the
-// fp16 outlier product (kbit_int8_outlier_matmul_fp16). IEEE fp32 (--fmad=false), NaN results with
-// x86 bits, so outputs equal the CPU backend's byte for byte.
+// LLM.int8 pieces, the kbit::ops functions of kbit_ops_8bit.h other than the blockwise quantizers and
+// the int8 GEMM: row-wise int8 quantization with outliers (int8_vector_quant, int8_vectorwise_quant,
+// clear_bytes), dequantization of the int32 product (dequant_mm_int32_fp16) and the fp16 outlier
+// product (int8_outlier_matmul_fp16), on the caller's stream. IEEE fp32 (--fmad=false), NaN results
+// with x86 bits, so outputs equal the CPU backend's byte for byte.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
 #include "kbit_int8_rules.h"
+#include "kbit_ops_8bit.h"
 
 namespace kbit::cuda {
 namespace {
@@ -120,11 +121,10 @@ dim3 grid_2d(int64_t rows, int64_t cols, int threads) {
     return dim3(gx, static_cast<unsigned>(rows < 65535 ? rows : 65535));
 }
 
-}  // namespace
-
-kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, uint8_t* outlier_cols,
-                              float threshold, int64_t rows, int64_t cols, void* stream) {
-    const cudaStream_t s = to_stream(stream);
+// Row-wise quantization; with outlier_cols != NULL also the outlier-column flags, and the outlier
+// columns of `out` zeroed when rows > 1.
+kbit_status vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, uint8_t* outlier_cols,
+                         float threshold, int64_t rows, int64_t cols, cudaStream_t s) {
     const float threshold_h = int8_threshold_fp16(threshold);
     bool zero_cols = false;
     if (outlier_cols != nullptr) {
@@ -141,30 +141,51 @@ kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, f
     return check_launch(fn, "int8_row_quant_kernel");
 }
 
+}  // namespace
+}  // namespace kbit::cuda
+
+namespace kbit::ops {
+
+kbit_status int8_vector_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats, float threshold,
+                              int64_t rows, int64_t cols, void* stream) {
+    return cuda::vector_quant(fn, A, out, rowStats, nullptr, threshold, rows, cols, cuda::to_stream(stream));
+}
+
+kbit_status int8_vectorwise_quant(const char* fn, const kbit_half* A, int8_t* out, float* rowStats,
+                                  uint8_t* outlier_cols, float threshold, int64_t rows, int64_t cols, void* stream) {
+    return cuda::vector_quant(fn, A, out, rowStats, outlier_cols, threshold, rows, cols, cuda::to_stream(stream));
+}
+
+kbit_status clear_bytes(const char* fn, uint8_t* p, int64_t n, void* stream) {
+    KBIT_CUDA_TRY(fn, "cudaMemsetAsync", cudaMemsetAsync(p, 0, static_cast<size_t>(n), cuda::to_stream(stream)));
+    return KBIT_STATUS_SUCCESS;
+}
+
 kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float* rowStats, const float* colStats,
-                                  kbit_half* out, const kbit_half* bias, int64_t rows, int64_t cols, void* stream) {
-    dequant_mm_kernel<<<grid_2d(rows, cols, 256), 256, 0, to_stream(stream)>>>(A, rowStats, colStats, out, bias, rows,
-                                                                               cols);
-    return check_launch(fn, "dequant_mm_kernel");
+                                  kbit_half* out, const kbit_half* bias, int numRows, int numCols, void* stream) {
+    cuda::dequant_mm_kernel<<<cuda::grid_2d(numRows, numCols, 256), 256, 0, cuda::to_stream(stream)>>>(
+        A, rowStats, colStats, out, bias, numRows, numCols);
+    return cuda::check_launch(fn, "dequant_mm_kernel");
 }
 
 kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const int8_t* W, const float* W_stats,
                                      const uint8_t* outlier_cols, kbit_half* out, int64_t rows, int64_t out_features,
                                      int64_t in_features, void* stream) {
-    const cudaStream_t s = to_stream(stream);
+    const cudaStream_t s = cuda::to_stream(stream);
     int32_t* list = nullptr;
     KBIT_CUDA_TRY(fn, "cudaMallocAsync (outlier list)",
                   cudaMallocAsync(reinterpret_cast<void**>(&list), (in_features + 1) * sizeof(int32_t), s));
-    compact_outliers_kernel<<<1, 1024, 0, s>>>(outlier_cols, list, in_features);
-    kbit_status st = check_launch(fn, "compact_outliers_kernel");
+    cuda::compact_outliers_kernel<<<1, 1024, 0, s>>>(outlier_cols, list, in_features);
+    kbit_status st = cuda::check_launch(fn, "compact_outliers_kernel");
     if (st == KBIT_STATUS_SUCCESS) {
-        outlier_matmul_kernel<<<grid_2d(rows, out_features, 256), 256, 0, s>>>(A, W, W_stats, list, out, rows,
-                                                                              out_features, in_features);
-        st = check_launch(fn, "outlier_matmul_kernel");
+        cuda::outlier_matmul_kernel<<<cuda::grid_2d(rows, out_features, 256), 256, 0, s>>>(
+            A, W, W_stats, list, out, rows, out_features, in_features);
+        st = cuda::check_launch(fn, "outlier_matmul_kernel");
     }
     const cudaError_t freed = cudaFreeAsync(list, s);
-    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess) return device_error(fn, "cudaFreeAsync (outlier list)", freed);
+    if (st == KBIT_STATUS_SUCCESS && freed != cudaSuccess)
+        return cuda::device_error(fn, "cudaFreeAsync (outlier list)", freed);
     return st;
 }
 
-}  // namespace kbit::cuda
+}  // namespace kbit::ops

@@ -1,9 +1,9 @@
 // bitsandbytes' double quantization of 4-bit block scales (compress_statistics=True) and its
 // inverse: kbit::ops::nested_absmax_quantize and nested_absmax_dequantize (kbit_ops_4bit.h), on the
 // caller's stream. IEEE fp32 (this file is compiled with --fmad=false); NaN results carry x86 bits.
+#include "blockwise_8bit.h"
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
 #include "kbit_ops_4bit.h"
 #include "seq_sum.cuh"
 
