@@ -1,7 +1,9 @@
 // 32-bit-state optimizers (bitsandbytes' c{adam,ademamix,lion,momentum,rmsprop,adagrad}32bit_grad_*):
-// every element through optim::step32 and optim::norm_term32 of kbit_optim_math.h, compiled with
-// --fmad=false and IEEE division and square root, so each value equals the CPU backend's bit for bit
-// (NaN payloads aside: the header leaves them unspecified, and the GPU returns its canonical NaN).
+// kbit::ops::optim32 (kbit_ops_optim8.h). Like bitsandbytes' optimizer functions, which have no stream
+// parameter, it runs on the legacy default stream. Every element goes through optim::step32 and
+// optim::norm_term32 of kbit_optim_math.h, compiled with --fmad=false and IEEE division and square
+// root, so each value equals the CPU backend's bit for bit (NaN payloads aside: the header leaves them
+// unspecified, and the GPU returns its canonical NaN).
 //
 // Call order, as the header prescribes (ref::run32):
 //   constants: optim::make_consts on the host (binary64 powers as on the CPU);
@@ -15,7 +17,8 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_optim8.h"
 #include "optim_dispatch.h"
 #include "optim_lanes.h"
 
@@ -28,6 +31,19 @@ using optim::Kind;
 constexpr int kThreads = 256;
 constexpr int kChunksPerCta = kThreads / optim::kNormLanes;
 constexpr int kTreeThreads = 1024;
+
+// Memory of a call: g, p (n elements); s1 n floats (AdEMAMix 2n); s2 n floats or NULL (1-state);
+// unorm one float (read and/or written when max_unorm > 0).
+template <class T>
+struct Args32 {
+    const T* g;
+    T* p;
+    float* s1;
+    float* s2;
+    float* unorm;
+    float max_unorm, param_norm;
+    int64_t n;
+};
 
 // Thread (chunk, lane) computes norm_lane_sum (optim_lanes.h); lane 0 folds the chunk's 16 sums.
 template <class T, Kind K>
@@ -97,11 +113,11 @@ update32_kernel(Consts c, const float* __restrict__ clip, const T* __restrict__ 
 }
 
 template <class T, Kind K>
-kbit_status run(const char* fn, const optim::Hyper& h, const Optim32Args& m, cudaStream_t stream) {
+kbit_status run(const char* fn, const optim::Hyper& h, const Args32<T>& m, cudaStream_t stream) {
     const Consts c = optim::make_consts(h);
     const bool clip = m.max_unorm > 0.0f && K != Kind::AdEMAMix;
-    const T* g = static_cast<const T*>(m.g);
-    T* p = static_cast<T*>(m.p);
+    const T* g = m.g;
+    T* p = m.p;
     const unsigned update_grid = grid_for((m.n + kThreads - 1) / kThreads, 8);
     if (!clip) {
         update32_kernel<T, K><<<update_grid, kThreads, 0, stream>>>(c, nullptr, g, p, m.s1, m.s2, m.n);
@@ -146,13 +162,17 @@ kbit_status run(const char* fn, const optim::Hyper& h, const Optim32Args& m, cud
 }
 
 }  // namespace
+}  // namespace kbit::cuda
 
-kbit_status optim32(const char* fn, int32_t dtype, Kind kind, const optim::Hyper& h, const Optim32Args& m,
-                    void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return launch_for(dtype, kind, [&](auto elem, auto k) {
-        return run<typename decltype(elem)::type, decltype(k)::value>(fn, h, m, s);
-    });
+namespace kbit::ops {
+
+template <class T>
+kbit_status optim32(const char* fn, optim::Kind kind, const optim::Hyper& h, T* g, T* p, float* state1, float* state2,
+                    float* unorm, float max_unorm, float param_norm, int64_t n) {
+    const cuda::Args32<T> m{g, p, state1, state2, unorm, max_unorm, param_norm, n};
+    return cuda::with_kind(kind, [&](auto k) { return cuda::run<T, decltype(k)::value>(fn, h, m, nullptr); });
 }
 
-}  // namespace kbit::cuda
+KBIT_CUDA_INSTANTIATE(optim32);
+
+}  // namespace kbit::ops

@@ -1,6 +1,8 @@
 // 8-bit blockwise optimizers (bitsandbytes' c{adam,momentum,rmsprop,lion,adagrad,ademamix}_8bit_
-// blockwise_grad_*): the block procedure of kbit_optim_math.h, one warp per 256-element block, each
-// lane holding 8 consecutive elements in registers (Block8Lane, optim_lanes.h, host-tested):
+// blockwise_grad_*): kbit::ops::optim8_blockwise (kbit_ops_optim8.h), on the legacy default stream as
+// in bitsandbytes (no stream parameter). The block procedure of kbit_optim_math.h, one warp per
+// 256-element block, each lane holding 8 consecutive elements in registers (Block8Lane,
+// optim_lanes.h, host-tested):
 //   1. dequantize (optim::dequant8) and update the states (optim::update8_two_state /
 //      update8_one_state); padding lanes of a partial last block take g = 0, p = 0 and the padding
 //      codes, as the header prescribes;
@@ -14,7 +16,8 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "cuda_ops.h"
+#include "instantiate.h"
+#include "kbit_ops_optim8.h"
 #include "optim_dispatch.h"
 #include "optim_lanes.h"
 
@@ -27,6 +30,21 @@ using optim::Kind;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 static_assert(Block8Lane<float, Kind::Adam>::kElems == 8, "the vector loads move 8 elements per lane");
+
+// Memory of a call (ref::Mem8's layout): AdEMAMix keeps m2's codes at s1 + n and its scales at
+// a1 + ceil(n / 256).
+template <class T>
+struct Args8 {
+    T* p;
+    const T* g;
+    uint8_t* s1;
+    uint8_t* s2;
+    const float* q1;
+    const float* q2;
+    float* a1;
+    float* a2;
+    int64_t n;
+};
 
 // A code table in shared memory: the entries and their breadth-first search nodes.
 struct Table {
@@ -147,24 +165,29 @@ blockwise8_kernel(Consts c, T* __restrict__ p, const T* __restrict__ g, uint8_t*
 bool aligned(const void* ptr, unsigned bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
 template <class T, Kind K>
-kbit_status run(const char* fn, const optim::Hyper& h, const Optim8Args& m, cudaStream_t stream) {
+kbit_status run(const char* fn, const optim::Hyper& h, const Args8<T>& m, cudaStream_t stream) {
     const Consts c = optim::make_consts(h);
     const int64_t blocks = (m.n + optim::kBlock - 1) / optim::kBlock;
     const bool vec = aligned(m.p, 16) && aligned(m.g, 16) && aligned(m.s1, 8) &&
                      (m.s2 == nullptr || aligned(m.s2, 8)) && (K != Kind::AdEMAMix || aligned(m.s1 + m.n, 8));
     blockwise8_kernel<T, K><<<grid_for((blocks + kWarps - 1) / kWarps, 8), kThreads, 0, stream>>>(
-        c, static_cast<T*>(m.p), static_cast<const T*>(m.g), m.s1, m.s2, m.q1, m.q2, m.a1, m.a2, m.n, vec);
+        c, m.p, m.g, m.s1, m.s2, m.q1, m.q2, m.a1, m.a2, m.n, vec);
     return check_launch(fn, "blockwise8_kernel");
 }
 
 }  // namespace
+}  // namespace kbit::cuda
 
-kbit_status optim8_blockwise(const char* fn, int32_t dtype, Kind kind, const optim::Hyper& h, const Optim8Args& m,
-                             void* stream) {
-    const cudaStream_t s = to_stream(stream);
-    return launch_for(dtype, kind, [&](auto elem, auto k) {
-        return run<typename decltype(elem)::type, decltype(k)::value>(fn, h, m, s);
-    });
+namespace kbit::ops {
+
+template <class T>
+kbit_status optim8_blockwise(const char* fn, optim::Kind kind, const optim::Hyper& h, T* p, T* g,
+                             unsigned char* state1, unsigned char* state2, float* quantiles1, float* quantiles2,
+                             float* absmax1, float* absmax2, int64_t n) {
+    const cuda::Args8<T> m{p, g, state1, state2, quantiles1, quantiles2, absmax1, absmax2, n};
+    return cuda::with_kind(kind, [&](auto k) { return cuda::run<T, decltype(k)::value>(fn, h, m, nullptr); });
 }
 
-}  // namespace kbit::cuda
+KBIT_CUDA_INSTANTIATE(optim8_blockwise);
+
+}  // namespace kbit::ops

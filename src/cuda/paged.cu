@@ -1,12 +1,17 @@
-// Paged (managed) memory helpers of the optimizer interface (cget_managed_ptr, kbit_free_managed_ptr,
-// cprefetch, cfill_fp32, cfill_uint8; exported by api_optim8.cpp) and byte fills used elsewhere.
+// Paged (managed) memory and fills of the optimizer interface: kbit::ops::managed_alloc, managed_free,
+// prefetch and fill (kbit_ops_optim8.h; bitsandbytes' cget_managed_ptr, cprefetch, cfill_fp32,
+// cfill_uint8). Like bitsandbytes, which gives them no stream parameter, the fills and the prefetch run
+// on the legacy default stream.
 #include <cstdio>
+#include <type_traits>
 
 #include "cuda_check.h"
-#include "cuda_ops.h"
+#include "kbit_ops_optim8.h"
 
 namespace kbit::cuda {
 namespace {
+
+constexpr size_t kMaxManagedBytes = size_t{1} << 48;
 
 __global__ void fill_fp32_kernel(float* __restrict__ A, float value, int64_t n) {
     for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
@@ -14,23 +19,28 @@ __global__ void fill_fp32_kernel(float* __restrict__ A, float value, int64_t n) 
 }
 
 }  // namespace
+}  // namespace kbit::cuda
+
+namespace kbit::ops {
 
 // Managed memory attached to the host, as bitsandbytes allocates paged optimizer state. Sizes no
 // machine can hold are refused before CUDA sees them (a huge managed request can stall a GPU).
-constexpr size_t kMaxManagedBytes = size_t{1} << 48;
-
-kbit_status get_managed_ptr(const char* fn, size_t bytes, void** ptr) {
-    if (bytes > kMaxManagedBytes)
-        return set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu bytes cannot be allocated (more than 2^48)", bytes);
+void* managed_alloc(const char* fn, size_t bytes) {
+    if (bytes > cuda::kMaxManagedBytes) {
+        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu bytes cannot be allocated (more than 2^48)", bytes);
+        return nullptr;
+    }
     void* p = nullptr;
     char what[80];
     std::snprintf(what, sizeof what, "cudaMallocManaged of %zu bytes", bytes);
-    KBIT_CUDA_TRY(fn, what, cudaMallocManaged(&p, bytes, cudaMemAttachHost));
-    *ptr = p;
-    return KBIT_STATUS_SUCCESS;
+    if (const cudaError_t e = cudaMallocManaged(&p, bytes, cudaMemAttachHost); e != cudaSuccess) {
+        cuda::device_error(fn, what, e);
+        return nullptr;
+    }
+    return p;
 }
 
-kbit_status free_managed_ptr(const char* fn, void* ptr) {
+kbit_status managed_free(const char* fn, void* ptr) {
     KBIT_CUDA_TRY(fn, "cudaFree", cudaFree(ptr));
     return KBIT_STATUS_SUCCESS;
 }
@@ -56,14 +66,19 @@ kbit_status prefetch(const char* fn, void* ptr, size_t bytes, int device) {
     return KBIT_STATUS_SUCCESS;
 }
 
-kbit_status fill_fp32(const char* fn, float* A, float value, int64_t n, void* stream) {
-    fill_fp32_kernel<<<grid_for((n + 255) / 256, 8), 256, 0, to_stream(stream)>>>(A, value, n);
-    return check_launch(fn, "fill_fp32_kernel");
+// The list's fills: fp32 (a kernel) and uint8 (a memset).
+template <class T>
+kbit_status fill(const char* fn, T* A, T value, int64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+        cuda::fill_fp32_kernel<<<cuda::grid_for((n + 255) / 256, 8), 256, 0, nullptr>>>(A, value, n);
+        return cuda::check_launch(fn, "fill_fp32_kernel");
+    } else {
+        KBIT_CUDA_TRY(fn, "cudaMemsetAsync", cudaMemsetAsync(A, value, static_cast<size_t>(n), nullptr));
+        return KBIT_STATUS_SUCCESS;
+    }
 }
 
-kbit_status fill_uint8(const char* fn, uint8_t* A, uint8_t value, int64_t n, void* stream) {
-    KBIT_CUDA_TRY(fn, "cudaMemsetAsync", cudaMemsetAsync(A, value, static_cast<size_t>(n), to_stream(stream)));
-    return KBIT_STATUS_SUCCESS;
-}
+template decltype(fill<float>) fill<float>;
+template decltype(fill<unsigned char>) fill<unsigned char>;
 
-}  // namespace kbit::cuda
+}  // namespace kbit::ops
