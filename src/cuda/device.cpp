@@ -1,5 +1,5 @@
-// The core interface of libkbit_cuda.so: the operations behind the exported functions of
-// kbit_export_core.h: identity, probe and device memory.
+// The core operations of libkbit_cuda.so (kbit_ops_core.h): identity and the device probe, device
+// memory, copies and stream synchronization.
 //
 // The CUDA runtime is linked statically and loads the driver (libcuda.so.1) itself, so this library
 // loads on any Linux machine; without a driver or a device kbit_backend_probe() returns 0 and
