@@ -18,6 +18,7 @@ namespace {
 static_assert(kQuantThreads == 256, "the table setup loads one entry per thread");
 
 struct Coder8 {
+    static constexpr unsigned kStoreAlign = 8;  // one 64-bit store per chunk of 8
     struct Params {
         const float* code;
     };
@@ -51,64 +52,37 @@ struct Coder8 {
     }
 };
 
-// Each thread expands 16 codes (one 16-byte load, one block scale since blocksize >= 32).
-template <class T>
-__global__ void __launch_bounds__(256)
-dequantize_8bit_kernel(const float* __restrict__ code, const uint8_t* __restrict__ A, const float* __restrict__ absmax,
-                       T* __restrict__ out, int64_t n, int log2_block, bool vec) {
-    __shared__ float table[256];
-    table[threadIdx.x] = __ldg(code + threadIdx.x);
-    __syncthreads();
-    const int64_t chunks = (n + 15) / 16;
-    for (int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < chunks; c += int64_t{gridDim.x} * blockDim.x) {
-        const int64_t i0 = c * 16;
-        const float s = __ldg(absmax + (i0 >> log2_block));
-        if (vec && i0 + 16 <= n) {
-            const uint4 q = load16(A + i0);
-            const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int part = 0; part < 2; ++part) {
-                T o[8];
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    o[e] = Dev<T>::store(mul_rn(table[(w[2 * part + e / 4] >> (8 * (e % 4))) & 0xFFu], s));
-                store8(out, i0 + 8 * part, n, true, o);
-            }
-        } else {
-            for (int e = 0; e < 16; ++e) {
-                const int64_t i = i0 + e;
-                if (i >= n) break;
-                out[i] = Dev<T>::store(mul_rn(table[A[i]], s));
-            }
-        }
+// The caller's 256-entry table, loaded to shared memory by the CTA's 256 threads.
+struct Decoder8 {
+    static constexpr int kLog2CodesPerByte = 0;
+    struct Params {
+        const float* code;
+    };
+    struct Shared {
+        float table[256];
+    };
+    __device__ static void setup(Shared& sh, const Params& p) {
+        sh.table[threadIdx.x] = __ldg(p.code + threadIdx.x);
+        __syncthreads();
     }
-}
+    __device__ static float value(const Shared& sh, const uint32_t (&w)[4], int j) {
+        return sh.table[(w[j >> 2] >> (8 * (j & 3))) & 0xFFu];
+    }
+    __device__ static float value_at(const Shared& sh, const uint8_t* A, int64_t i) { return sh.table[A[i]]; }
+};
 
 template <class T>
-kbit_status quantize_t(const char* fn, const float* code, const T* A, const float* center, float* absmax,
-                       uint8_t* out, int64_t blocksize, int64_t n, cudaStream_t stream) {
-    const int64_t tile = blocksize > kQuantThreads * kQuantVec ? blocksize : kQuantThreads * kQuantVec;
-    const unsigned grid = grid_for((n + tile - 1) / tile);
-    const bool vec = host_aligned(A, 16) && host_aligned(out, 8);
-    quantize_blockwise_kernel<T, Coder8><<<grid, kQuantThreads, 0, stream>>>(
-        A, absmax, out, n, log2_of(blocksize), vec, center, Coder8::Params{code});
-    return check_launch(fn, "quantize_blockwise_kernel (8-bit)");
-}
-
-template <class T>
-kbit_status dequantize_t(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
-                         int64_t blocksize, int64_t n, cudaStream_t stream) {
-    const unsigned grid = grid_for(((n + 15) / 16 + 255) / 256);
-    const bool vec = host_aligned(A, 16) && host_aligned(out, 16);
-    dequantize_8bit_kernel<T><<<grid, 256, 0, stream>>>(code, A, absmax, out, n, log2_of(blocksize), vec);
-    return check_launch(fn, "dequantize_8bit_kernel");
+kbit_status quantize(const char* fn, const float* code, const T* A, const float* center, float* absmax, uint8_t* out,
+                     int64_t blocksize, int64_t n, void* stream) {
+    return launch_quantize_blockwise<T, Coder8>(fn, "quantize_blockwise_kernel (8-bit)", A, center, absmax, out,
+                                                blocksize, n, Coder8::Params{code}, to_stream(stream));
 }
 
 }  // namespace
 
 kbit_status quantize_blockwise_8bit_centred(const char* fn, const float* code, const float* A, const float* center,
                                             float* absmax, uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    return quantize_t(fn, code, A, center, absmax, out, blocksize, n, to_stream(stream));
+    return quantize(fn, code, A, center, absmax, out, blocksize, n, stream);
 }
 
 }  // namespace kbit::cuda
@@ -118,13 +92,14 @@ namespace kbit::ops {
 template <class T>
 kbit_status quantize_8bit(const char* fn, const float* code, const T* A, float* absmax, uint8_t* out,
                           int64_t blocksize, int64_t n, void* stream) {
-    return cuda::quantize_t(fn, code, A, nullptr, absmax, out, blocksize, n, cuda::to_stream(stream));
+    return cuda::quantize(fn, code, A, nullptr, absmax, out, blocksize, n, stream);
 }
 
 template <class T>
 kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
                             int64_t blocksize, int64_t n, void* stream) {
-    return cuda::dequantize_t(fn, code, A, absmax, out, blocksize, n, cuda::to_stream(stream));
+    return cuda::launch_dequantize_blockwise<T, cuda::Decoder8>(fn, "dequantize_8bit_kernel", A, absmax, out,
+                                                                blocksize, n, {code}, cuda::to_stream(stream));
 }
 
 KBIT_CUDA_INSTANTIATE(quantize_8bit);

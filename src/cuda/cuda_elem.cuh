@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kbit_formats.h"
 #include "kbit_half.h"
 #include "kbit_nan_x86.h"
 
@@ -106,5 +107,12 @@ __device__ __forceinline__ void store8(T* out, int64_t i0, int64_t n, bool vec, 
 struct Lut16 {
     float v[16];
 };
+
+// The built-in table of NF4 or FP4 (kbit_formats.h).
+inline Lut16 builtin_lut(QuantType type) {
+    static constexpr Lut16 nf4{{KBIT_NF4_VALUES}};
+    static constexpr Lut16 fp4{{KBIT_FP4_VALUES}};
+    return type == QuantType::NF4 ? nf4 : fp4;
+}
 
 }  // namespace kbit::cuda

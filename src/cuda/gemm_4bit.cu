@@ -234,10 +234,8 @@ kbit_status run(const char* fn, const T* A, const WeightArgs& w, const T* bias, 
 // + *offset. The table is `lut` (16 device floats) or, when NULL, the built-in table of `type`.
 WeightArgs weights(const uint8_t* W, int64_t row_elems, const float* absmax, const uint8_t* qabsmax,
                    const float* code, const float* offset, const float* lut, QuantType type, int64_t blocksize) {
-    static constexpr Lut16 nf4{{KBIT_NF4_VALUES}};
-    static constexpr Lut16 fp4{{KBIT_FP4_VALUES}};
     return WeightArgs{W, row_elems / 2, row_elems, Scales{absmax, qabsmax, code, log2_of(blocksize)},
-                      qabsmax != nullptr ? offset : nullptr, lut, type == QuantType::FP4 ? fp4 : nf4};
+                      qabsmax != nullptr ? offset : nullptr, lut, builtin_lut(type)};
 }
 
 }  // namespace
