@@ -97,8 +97,8 @@ kbit_status host_scaler_stage(const char* fn, const T* d_scalers, int8_t* qscale
 }
 
 template <class T>
-kbit_status quantize_t(const char* fn, const T* w, uint8_t* qdata, int8_t* qscalers, T* factor, T* scaler_mean,
-                       int64_t n, int64_t block_size, int64_t scaler_block_size, cudaStream_t stream) {
+kbit_status quantize(const char* fn, const T* w, uint8_t* qdata, int8_t* qscalers, T* factor, T* scaler_mean,
+                     int64_t n, int64_t block_size, int64_t scaler_block_size, cudaStream_t stream) {
     const int64_t blocks = n / block_size;
     T* scalers = nullptr;
     KBIT_CUDA_TRY(fn, "cudaMallocAsync (block scalers)",
@@ -119,9 +119,9 @@ kbit_status quantize_t(const char* fn, const T* w, uint8_t* qdata, int8_t* qscal
 }
 
 template <class T>
-kbit_status dequantize_t(const char* fn, const uint8_t* qdata, const int8_t* qscalers, const T* factor,
-                         const T* scaler_mean, T* out, int64_t n, int64_t block_size, int64_t scaler_block_size,
-                         cudaStream_t stream) {
+kbit_status dequantize(const char* fn, const uint8_t* qdata, const int8_t* qscalers, const T* factor,
+                       const T* scaler_mean, T* out, int64_t n, int64_t block_size, int64_t scaler_block_size,
+                       cudaStream_t stream) {
     torchao_dequantize_kernel<T><<<grid_for((n / 2 + 255) / 256), 256, 0, stream>>>(
         qdata, qscalers, factor, scaler_mean, out, n / 2, block_size, scaler_block_size, nf4_table<T>());
     return check_launch(fn, "torchao_dequantize_kernel");
@@ -136,16 +136,16 @@ template <class T>
 kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
                              T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
                              int64_t scaler_block_size, void* stream) {
-    return cuda::quantize_t(fn, w, quantized_data, quantized_scalers, quantization_factor, scaler_mean, n, block_size,
-                            scaler_block_size, cuda::to_stream(stream));
+    return cuda::quantize(fn, w, quantized_data, quantized_scalers, quantization_factor, scaler_mean, n, block_size,
+                          scaler_block_size, cuda::to_stream(stream));
 }
 
 template <class T>
 kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
                                const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
                                int64_t block_size, int64_t scaler_block_size, void* stream) {
-    return cuda::dequantize_t(fn, quantized_data, quantized_scalers, quantization_factor, scaler_mean, out, n,
-                              block_size, scaler_block_size, cuda::to_stream(stream));
+    return cuda::dequantize(fn, quantized_data, quantized_scalers, quantization_factor, scaler_mean, out, n,
+                            block_size, scaler_block_size, cuda::to_stream(stream));
 }
 
 KBIT_CUDA_INSTANTIATE(torchao_quantize);
