@@ -1,5 +1,8 @@
 #include "backend.h"
 
+#include <dlfcn.h>
+
+#include <cstdio>
 #include <cstdlib>
 
 #include <catch2/catch.hpp>
@@ -10,9 +13,10 @@ namespace kbit_test {
 namespace {
 
 Backend g_backend;
+void* g_bnb_cpu_handle = nullptr;  // the backend's file, for its bnb_cpu functions (closed with it)
 
 // Copies the loader's table of one interface into the suite's typed struct.
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void copy(Fns_##ns& fns, const kbit_##name##_table* table) {
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void copy(Fns_##name& fns, const kbit_##name##_table* table) {
 #define KBIT_INTERFACE_END(name, NAME, ns) }
 #define KBIT_FN(minor, ret, name, params, args, variant) fns.name = table->name;
 #include "kbit_all.def"
@@ -21,13 +25,29 @@ Backend g_backend;
 #undef KBIT_INTERFACE_BEGIN
 
 // The same structs filled with libkbit.so's exports (the trampolines), resolved at link time.
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void use_trampolines(Fns_##ns& fns) {
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) void use_trampolines(Fns_##name& fns) {
 #define KBIT_INTERFACE_END(name, NAME, ns) }
 #define KBIT_FN(minor, ret, name, params, args, variant) fns.name = &::name;
 #include "kbit_all.def"
 #undef KBIT_FN
 #undef KBIT_INTERFACE_END
 #undef KBIT_INTERFACE_BEGIN
+
+// The bnb_cpu functions of the backend's file, where it exports them (a backend need not).
+void resolve_bnb_cpu(Backend& b) {
+    void* h = dlopen(b.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    const auto version = h ? reinterpret_cast<uint32_t (*)(void)>(dlsym(h, "kbit_bnb_cpu_interface_version")) : nullptr;
+    if (version == nullptr) {
+        if (h != nullptr) dlclose(h);
+        return;
+    }
+    g_bnb_cpu_handle = h;
+    b.bnb_cpu_version = version();
+#define KBIT_FN(minor, ret, name, params, args, variant) \
+    b.fns_bnb_cpu.name = reinterpret_cast<ret(*) params>(dlsym(h, #name));
+#include "kbit_bnb_cpu.def"
+#undef KBIT_FN
+}
 
 // Version of an accepted interface, 0 when absent or rejected.
 uint32_t accepted_version(const kbit_loader_candidate* c, int32_t iface) {
@@ -62,37 +82,41 @@ bool open_backend(const std::string& spec, std::string* error, bool trampolines)
     // Core is always there (the loader refuses a backend without it); the others when accepted.
 #define KBIT_INTERFACE(name, NAME, ns)                                          \
     if (KBIT_INTERFACE_##NAME == KBIT_INTERFACE_CORE || b.has(KBIT_INTERFACE_##NAME)) { \
-        if (trampolines) use_trampolines(b.ns);                                 \
-        else copy(b.ns, kbit_loader_##name##_table(handle));                    \
+        if (trampolines) use_trampolines(b.fns_##name);                         \
+        else copy(b.fns_##name, kbit_loader_##name##_table(handle));            \
     }
 #include "interfaces.def"
 #undef KBIT_INTERFACE
+    // libkbit.so does not forward bnb_cpu, so its trampolines have none.
+    if (!trampolines) resolve_bnb_cpu(b);
     return true;
 }
 
 const Backend& backend() { return g_backend; }
 
 void close_backend() {
+    if (g_bnb_cpu_handle != nullptr) dlclose(g_bnb_cpu_handle);
+    g_bnb_cpu_handle = nullptr;
     if (g_backend.handle != nullptr) kbit_loader_close(g_backend.handle);
     g_backend.handle = nullptr;
 }
 
 void require_ok(kbit_status status, const char* what) {
-    INFO(what << ": " << backend().core.kbit_status_string(status) << ": "
-              << backend().core.kbit_last_error_message());
+    INFO(what << ": " << backend().fns_core.kbit_status_string(status) << ": "
+              << backend().fns_core.kbit_last_error_message());
     REQUIRE(status == KBIT_STATUS_SUCCESS);
 }
 
 void* device_allocate(size_t bytes) {
     void* p = nullptr;
-    require_ok(backend().core.kbit_device_malloc(&p, bytes), "kbit_device_malloc");
+    require_ok(backend().fns_core.kbit_device_malloc(&p, bytes), "kbit_device_malloc");
     return p;
 }
 
-void device_release(void* p) { backend().core.kbit_device_free(p); }
+void device_release(void* p) { backend().fns_core.kbit_device_free(p); }
 
 void device_copy(void* dst, const void* src, size_t bytes, int32_t kind) {
-    require_ok(backend().core.kbit_memcpy(dst, src, bytes, kind), "kbit_memcpy");
+    require_ok(backend().fns_core.kbit_memcpy(dst, src, bytes, kind), "kbit_memcpy");
 }
 
 }  // namespace kbit_test

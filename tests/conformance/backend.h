@@ -13,8 +13,9 @@
 
 namespace kbit_test {
 
-// One struct of function pointers per interface (abi/interfaces.def): Fns_core, Fns_b4, ...
-#define KBIT_INTERFACE_BEGIN(name, NAME, ns) struct Fns_##ns {
+// One struct of function pointers per interface (abi/interfaces.def), named after it: Fns_core,
+// Fns_4bit, Fns_8bit, Fns_optim8.
+#define KBIT_INTERFACE_BEGIN(name, NAME, ns) struct Fns_##name {
 #define KBIT_INTERFACE_END(name, NAME, ns) \
     }                                      \
     ;
@@ -23,21 +24,34 @@ namespace kbit_test {
 #undef KBIT_FN
 #undef KBIT_INTERFACE_BEGIN
 #undef KBIT_INTERFACE_END
+// The CPU backend's optional bitsandbytes-CPU interface (abi/kbit_bnb_cpu.def): not a loader interface,
+// so resolved from the backend's file.
+struct Fns_bnb_cpu {
+#define KBIT_FN(minor, ret, name, params, args, variant) ret(*name) params = nullptr;
+#include "kbit_bnb_cpu.def"
+#undef KBIT_FN
+};
 
 struct Backend {
     std::string spec;  // what --backend named ("" = the loader's default choice)
     std::string path;  // file that was opened
     bool trampolines = false;  // functions are libkbit.so's trampolines to its default backend
     uint32_t version[KBIT_INTERFACE_COUNT] = {};  // by KBIT_INTERFACE_<NAME>; 0 = interface absent
-    // The functions of each interface, as members named by the registry: core, b4, b8, o8.
-#define KBIT_INTERFACE(name, NAME, ns) Fns_##ns ns;
+    // The functions of each interface, as members named after it: fns_core, fns_4bit, fns_8bit,
+    // fns_optim8 (all nullptr where the interface is absent).
+#define KBIT_INTERFACE(name, NAME, ns) Fns_##name fns_##name;
 #include "interfaces.def"
 #undef KBIT_INTERFACE
+    // The bnb_cpu functions where the backend's file exports them (not through --trampolines:
+    // libkbit.so does not forward them); bnb_cpu_version is 0 otherwise.
+    Fns_bnb_cpu fns_bnb_cpu;
+    uint32_t bnb_cpu_version = 0;
     kbit_backend* handle = nullptr;  // opened by kbit_loader_open (not with trampolines), closed at the end
     bool has(int32_t iface) const { return version[iface] != 0; }
     bool has_4bit() const { return has(KBIT_INTERFACE_4BIT); }
     bool has_8bit() const { return has(KBIT_INTERFACE_8BIT); }
     bool has_optim8() const { return has(KBIT_INTERFACE_OPTIM8); }
+    bool has_bnb_cpu() const { return bnb_cpu_version != 0; }
 };
 
 // Opens the backend named by `spec` (a name such as "cpu" or a path to a .so) with kbit_loader_open;

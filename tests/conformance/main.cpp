@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     }
     const auto& b = kbit_test::backend();
     // First line: the kernels this run covers, so that a log shows what was tested.
-    const std::string kernels = kernels_of(b.core.kbit_backend_info());
+    const std::string kernels = kernels_of(b.fns_core.kbit_backend_info());
     if (!kernels.empty()) std::printf("kernels: %s\n", kernels.c_str());
     if (!required_kernels.empty() && kernels.compare(0, required_kernels.size() + 1, required_kernels + " ") != 0) {
         std::printf("SKIPPED: --require-kernels %s, but the backend runs %s: the CPU or KBIT_CPU_ISA caps them\n",
@@ -80,15 +80,15 @@ int main(int argc, char** argv) {
         kbit_test::close_backend();
         return kSkipped;
     }
-    std::printf("backend %s (%s)%s: %s\ninterfaces:", b.core.kbit_backend_name(), b.path.c_str(),
-                trampolines ? " through libkbit.so's trampolines" : "", b.core.kbit_backend_info());
+    std::printf("backend %s (%s)%s: %s\ninterfaces:", b.fns_core.kbit_backend_name(), b.path.c_str(),
+                trampolines ? " through libkbit.so's trampolines" : "", b.fns_core.kbit_backend_info());
     const char* separator = " ";
 #define KBIT_INTERFACE(name, NAME, ns)                                                                    \
     std::printf("%s%s %s", separator, #name, version(b.version[KBIT_INTERFACE_##NAME]).c_str()); \
     separator = ", ";
 #include "interfaces.def"
 #undef KBIT_INTERFACE
-    std::printf("\n");
+    std::printf(", bnb_cpu %s\n", b.has_bnb_cpu() ? version(b.bnb_cpu_version).c_str() : "absent (its cases are skipped)");
     report_stubs(b.path);
     const int failed = session.run();
     kbit_test::close_backend();

@@ -57,7 +57,7 @@ struct Optim8Fn {
     Optim32Fn {                                                                                               \
         #fn, Kind::k, kbit::Elem<T>::dtype,                                                                   \
             [](void* g, void* p, float* s1, float* s2, float* unorm, float mu, float pn, const Hyper& h, int n) { \
-                return backend().o8.fn(static_cast<T*>(g), static_cast<T*>(p), s1, s2, unorm, mu, pn, h.beta1,   \
+                return backend().fns_optim8.fn(static_cast<T*>(g), static_cast<T*>(p), s1, s2, unorm, mu, pn, h.beta1,   \
                                        h.beta2, h.beta3, h.alpha, h.eps, h.weight_decay, h.step, h.lr,          \
                                        h.gnorm_scale, h.skip_zeros, n);                                        \
             }                                                                                                 \
@@ -68,7 +68,7 @@ struct Optim8Fn {
         #fn, Kind::k, kbit::Elem<T>::dtype,                                                                    \
             [](void* p, void* g, uint8_t* s1, uint8_t* s2, float* q1, float* q2, float* a1, float* a2,           \
                const Hyper& h, int n) {                                                                        \
-                return backend().o8.fn(static_cast<T*>(p), static_cast<T*>(g), s1, s2, h.beta1, h.beta2, h.beta3, \
+                return backend().fns_optim8.fn(static_cast<T*>(p), static_cast<T*>(g), s1, s2, h.beta1, h.beta2, h.beta3, \
                                        h.alpha, h.eps, h.step, h.lr, q1, q2, a1, a2, h.weight_decay,             \
                                        h.gnorm_scale, h.skip_zeros, n);                                         \
             }                                                                                                  \

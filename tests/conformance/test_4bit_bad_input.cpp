@@ -90,53 +90,53 @@ TEMPLATE_TEST_CASE("4bit bad input: blockwise quantize and dequantize", "[4bit][
 
 TEST_CASE("4bit bad input: kbit_quantize_4bit and kbit_dequantize_4bit", "[4bit][bad_input]") {
     DeviceBuffer<uint8_t> in(4096), absmax(256), packed(2048), out(4096);
-    const auto& b4 = backend().b4;
+    const auto& fns_4bit = backend().fns_4bit;
     const std::string qf = "kbit_quantize_4bit", df = "kbit_dequantize_4bit";
     const int64_t too_big = (int64_t{1} << 62) + 1;
     float* a = as<float>(absmax);
     {
         Outputs o{&absmax, &packed};
-        expect(b4.kbit_quantize_4bit(3, KBIT_DTYPE_FP32, in.get(), a, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(3, KBIT_DTYPE_FP32, in.get(), a, packed.get(), 64, 128, nullptr),
                qf + ": quant_type 3 is not KBIT_QUANT_FP4 (1) or KBIT_QUANT_NF4 (2)", o);
-        expect(b4.kbit_quantize_4bit(0, KBIT_DTYPE_FP32, in.get(), a, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(0, KBIT_DTYPE_FP32, in.get(), a, packed.get(), 64, 128, nullptr),
                qf + ": quant_type 0 is not KBIT_QUANT_FP4 (1) or KBIT_QUANT_NF4 (2)", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_NF4, 7, in.get(), a, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_NF4, 7, in.get(), a, packed.get(), 64, 128, nullptr),
                qf + ": dtype 7 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_NF4, -1, in.get(), a, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_NF4, -1, in.get(), a, packed.get(), 64, 128, nullptr),
                qf + ": dtype -1 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_BF16, in.get(), a, packed.get(), 64, too_big, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_BF16, in.get(), a, packed.get(), 64, too_big, nullptr),
                qf + ": n is 4611686018427387905, must be <= 4611686018427387904", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_BF16, in.get(), a, packed.get(), 64, -1, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_BF16, in.get(), a, packed.get(), 64, -1, nullptr),
                qf + ": n is -1, must be >= 0", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, packed.get(), 8192, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, packed.get(), 8192, 128, nullptr),
                qf + ": blocksize 8192 is not one of " + kBlocks, o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, packed.get(), int64_t{1} << 40,
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, packed.get(), int64_t{1} << 40,
                                      128, nullptr),
                qf + ": blocksize 1099511627776 is not one of " + kBlocks, o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, nullptr, a, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, nullptr, a, packed.get(), 64, 128, nullptr),
                qf + ": A is NULL", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), nullptr, packed.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), nullptr, packed.get(), 64, 128, nullptr),
                qf + ": absmax is NULL", o);
-        expect(b4.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, nullptr, 64, 128, nullptr),
+        expect(fns_4bit.kbit_quantize_4bit(KBIT_QUANT_FP4, KBIT_DTYPE_FP16, in.get(), a, nullptr, 64, 128, nullptr),
                qf + ": out is NULL", o);
     }
     {
         Outputs o{&out};
-        expect(b4.kbit_dequantize_4bit(9, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_dequantize_4bit(9, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 64, 128, nullptr),
                df + ": quant_type 9 is not KBIT_QUANT_FP4 (1) or KBIT_QUANT_NF4 (2)", o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, 3, packed.get(), a, out.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, 3, packed.get(), a, out.get(), 64, 128, nullptr),
                df + ": dtype 3 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)", o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 64,
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 64,
                                        std::numeric_limits<int64_t>::max(), nullptr),
                df + ": n is 9223372036854775807, must be <= 4611686018427387904", o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 16, 128, nullptr),
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, out.get(), 16, 128, nullptr),
                df + ": blocksize 16 is not one of " + kBlocks, o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, nullptr, a, out.get(), 64, 128, nullptr),
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, nullptr, a, out.get(), 64, 128, nullptr),
                df + ": A is NULL", o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), nullptr, out.get(), 64, 128,
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), nullptr, out.get(), 64, 128,
                                        nullptr),
                df + ": absmax is NULL", o);
-        expect(b4.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, nullptr, 64, 128, nullptr),
+        expect(fns_4bit.kbit_dequantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, packed.get(), a, nullptr, 64, 128, nullptr),
                df + ": out is NULL", o);
     }
 }
@@ -209,7 +209,7 @@ TEMPLATE_TEST_CASE("4bit bad input: GEMV with k = 0 writes zeros and reads no in
 }
 
 TEST_CASE("4bit bad input: nested absmax", "[4bit][bad_input]") {
-    const auto& b4 = backend().b4;
+    const auto& fns_4bit = backend().fns_4bit;
     DeviceBuffer<uint8_t> absmax(4096), code(1024), q(1024), nested(64), off(4), restored(4096);
     const std::string qf = "kbit_nested_absmax_quantize", df = "kbit_nested_absmax_dequantize";
     const float* a = as<float>(absmax);
@@ -218,35 +218,35 @@ TEST_CASE("4bit bad input: nested absmax", "[4bit][bad_input]") {
     float* of = as<float>(off);
     {
         Outputs o{&q, &nested, &off};
-        expect(b4.kbit_nested_absmax_quantize(a, c, q.get(), n, of, -3, 256, nullptr), qf + ": blocks is -3, must be >= 0",
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, c, q.get(), n, of, -3, 256, nullptr), qf + ": blocks is -3, must be >= 0",
                o);
-        expect(b4.kbit_nested_absmax_quantize(a, c, q.get(), n, of, (int64_t{1} << 62) + 1, 256, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, c, q.get(), n, of, (int64_t{1} << 62) + 1, 256, nullptr),
                qf + ": blocks is 4611686018427387905, must be <= 4611686018427387904", o);
         for (int64_t nbs : {int64_t{48}, int64_t{16}, int64_t{8192}, int64_t{0}})
-            expect(b4.kbit_nested_absmax_quantize(a, c, q.get(), n, of, 1000, nbs, nullptr),
+            expect(fns_4bit.kbit_nested_absmax_quantize(a, c, q.get(), n, of, 1000, nbs, nullptr),
                    qf + ": nested_blocksize " + std::to_string(nbs) + " is not one of " + kBlocks, o);
-        expect(b4.kbit_nested_absmax_quantize(nullptr, c, q.get(), n, of, 1000, 256, nullptr), qf + ": absmax is NULL", o);
-        expect(b4.kbit_nested_absmax_quantize(a, nullptr, q.get(), n, of, 1000, 256, nullptr), qf + ": code is NULL", o);
-        expect(b4.kbit_nested_absmax_quantize(a, c, nullptr, n, of, 1000, 256, nullptr), qf + ": qabsmax is NULL", o);
-        expect(b4.kbit_nested_absmax_quantize(a, c, q.get(), nullptr, of, 1000, 256, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_quantize(nullptr, c, q.get(), n, of, 1000, 256, nullptr), qf + ": absmax is NULL", o);
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, nullptr, q.get(), n, of, 1000, 256, nullptr), qf + ": code is NULL", o);
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, c, nullptr, n, of, 1000, 256, nullptr), qf + ": qabsmax is NULL", o);
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, c, q.get(), nullptr, of, 1000, 256, nullptr),
                qf + ": nested_absmax is NULL", o);
-        expect(b4.kbit_nested_absmax_quantize(a, c, q.get(), n, nullptr, 1000, 256, nullptr), qf + ": offset is NULL", o);
-        CHECK(b4.kbit_nested_absmax_quantize(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 256, nullptr) ==
+        expect(fns_4bit.kbit_nested_absmax_quantize(a, c, q.get(), n, nullptr, 1000, 256, nullptr), qf + ": offset is NULL", o);
+        CHECK(fns_4bit.kbit_nested_absmax_quantize(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 256, nullptr) ==
               KBIT_STATUS_SUCCESS);
     }
     {
         Outputs o{&restored};
         float* r = as<float>(restored);
-        expect(b4.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, r, -1, 256, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, r, -1, 256, nullptr),
                df + ": blocks is -1, must be >= 0", o);
-        expect(b4.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, r, 1000, 100, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, r, 1000, 100, nullptr),
                df + ": nested_blocksize 100 is not one of " + kBlocks, o);
-        expect(b4.kbit_nested_absmax_dequantize(nullptr, c, n, 0.5f, r, 1000, 256, nullptr), df + ": qabsmax is NULL", o);
-        expect(b4.kbit_nested_absmax_dequantize(q.get(), nullptr, n, 0.5f, r, 1000, 256, nullptr), df + ": code is NULL",
+        expect(fns_4bit.kbit_nested_absmax_dequantize(nullptr, c, n, 0.5f, r, 1000, 256, nullptr), df + ": qabsmax is NULL", o);
+        expect(fns_4bit.kbit_nested_absmax_dequantize(q.get(), nullptr, n, 0.5f, r, 1000, 256, nullptr), df + ": code is NULL",
                o);
-        expect(b4.kbit_nested_absmax_dequantize(q.get(), c, nullptr, 0.5f, r, 1000, 256, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_dequantize(q.get(), c, nullptr, 0.5f, r, 1000, 256, nullptr),
                df + ": nested_absmax is NULL", o);
-        expect(b4.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, nullptr, 1000, 256, nullptr),
+        expect(fns_4bit.kbit_nested_absmax_dequantize(q.get(), c, n, 0.5f, nullptr, 1000, 256, nullptr),
                df + ": absmax is NULL", o);
     }
 }

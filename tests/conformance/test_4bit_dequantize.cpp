@@ -107,7 +107,7 @@ TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbyte
             DeviceBuffer<uint8_t> dq(packed);
             DeviceBuffer<float> da(absmax);
             DeviceBuffer<T> out(static_cast<size_t>(n));
-            require_ok(backend().b4.kbit_dequantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dq.get(),
+            require_ok(backend().fns_4bit.kbit_dequantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dq.get(),
                                                          da.get(), out.get(), bs, n, nullptr),
                        "kbit_dequantize_4bit");
             CHECK(first_bit_difference(out.download(), expected<T>(q, packed, absmax, bs, n)) == -1);

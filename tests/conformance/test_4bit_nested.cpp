@@ -31,7 +31,7 @@ Nested backend_nested_quantize(const std::vector<float>& absmax, const std::vect
     const int64_t blocks = static_cast<int64_t>(absmax.size());
     DeviceBuffer<float> da(absmax), dcode(code), dn(static_cast<size_t>((blocks + nbs - 1) / nbs)), doff(1);
     DeviceBuffer<uint8_t> dq(static_cast<size_t>(blocks));
-    require_ok(backend().b4.kbit_nested_absmax_quantize(da.get(), dcode.get(), dq.get(), dn.get(), doff.get(), blocks,
+    require_ok(backend().fns_4bit.kbit_nested_absmax_quantize(da.get(), dcode.get(), dq.get(), dn.get(), doff.get(), blocks,
                                                         nbs, nullptr),
                "kbit_nested_absmax_quantize");
     return {dq.download(), dn.download(), doff.download()[0]};
@@ -41,7 +41,7 @@ std::vector<float> backend_nested_dequantize(const Nested& n, const std::vector<
     const int64_t blocks = static_cast<int64_t>(n.q.size());
     DeviceBuffer<uint8_t> dq(n.q);
     DeviceBuffer<float> dcode(code), dn(n.nested), out(static_cast<size_t>(blocks));
-    require_ok(backend().b4.kbit_nested_absmax_dequantize(dq.get(), dcode.get(), dn.get(), n.offset, out.get(),
+    require_ok(backend().fns_4bit.kbit_nested_absmax_dequantize(dq.get(), dcode.get(), dn.get(), n.offset, out.get(),
                                                           blocks, nbs, nullptr),
                "kbit_nested_absmax_dequantize");
     return out.download();

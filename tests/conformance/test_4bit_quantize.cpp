@@ -322,7 +322,7 @@ TEMPLATE_TEST_CASE("4bit quantize: kbit_quantize_4bit equals the bitsandbytes-na
                 DeviceBuffer<T> dx(x);
                 DeviceBuffer<float> da(absmax.size());
                 DeviceBuffer<uint8_t> dq(packed.size());
-                require_ok(backend().b4.kbit_quantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dx.get(),
+                require_ok(backend().fns_4bit.kbit_quantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dx.get(),
                                                            da.get(), dq.get(), bs, n, nullptr),
                            "kbit_quantize_4bit");
                 CHECK(first_bit_difference(da.download(), absmax) == -1);

@@ -26,17 +26,17 @@ template <class T> struct Fns4;
 #define KBIT_TEST_FNS4(T, dt)                                                                       \
     template <> struct Fns4<T> {                                                                    \
         static auto quantize(QuantType q) {                                                         \
-            return q == QuantType::NF4 ? backend().b4.cquantize_blockwise_##dt##_nf4                \
-                                       : backend().b4.cquantize_blockwise_##dt##_fp4;               \
+            return q == QuantType::NF4 ? backend().fns_4bit.cquantize_blockwise_##dt##_nf4                \
+                                       : backend().fns_4bit.cquantize_blockwise_##dt##_fp4;               \
         }                                                                                           \
         static auto dequantize(QuantType q) {                                                       \
-            return q == QuantType::NF4 ? backend().b4.cdequantize_blockwise_##dt##_nf4              \
-                                       : backend().b4.cdequantize_blockwise_##dt##_fp4;             \
+            return q == QuantType::NF4 ? backend().fns_4bit.cdequantize_blockwise_##dt##_nf4              \
+                                       : backend().fns_4bit.cdequantize_blockwise_##dt##_fp4;             \
         }                                                                                           \
-        static auto gemv() { return backend().b4.cgemm_4bit_inference_naive_##dt; }                \
-        static auto gemm() { return backend().b4.cgemm_4bit_##dt; }                                 \
-        static auto torchao_quantize() { return backend().b4.kbit_quantize_nf4_torchao_##dt; }      \
-        static auto torchao_dequantize() { return backend().b4.kbit_dequantize_nf4_torchao_##dt; }  \
+        static auto gemv() { return backend().fns_4bit.cgemm_4bit_inference_naive_##dt; }                \
+        static auto gemm() { return backend().fns_4bit.cgemm_4bit_##dt; }                                 \
+        static auto torchao_quantize() { return backend().fns_4bit.kbit_quantize_nf4_torchao_##dt; }      \
+        static auto torchao_dequantize() { return backend().fns_4bit.kbit_dequantize_nf4_torchao_##dt; }  \
     };
 KBIT_TEST_FNS4(float, fp32)
 KBIT_TEST_FNS4(kbit_half, fp16)

@@ -20,7 +20,7 @@ void warm_table(const std::vector<float>& code) {
     const size_t n = size_t{1} << 15;
     DeviceBuffer<float> dcode(code), din(normal_floats(n, 99)), dabsmax(n / 64);
     DeviceBuffer<uint8_t> dout(n);
-    require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 64,
+    require_ok(backend().fns_8bit.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 64,
                                                      static_cast<int>(n)),
                "warm-up quantize");
 }
@@ -168,7 +168,7 @@ TEST_CASE("8bit blockwise: a table rewritten in place is not mistaken for the ol
     DeviceBuffer<uint8_t> dout(x.size());
     for (const auto& table : {dynamic_map(true), linear_map_with_zero(), dynamic_map(true), dynamic_map(false)}) {
         dcode.upload(table);
-        require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 256,
+        require_ok(backend().fns_8bit.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 256,
                                                          static_cast<int>(x.size())),
                    "cquantize_blockwise_fp32");
         std::vector<uint8_t> want(x.size());
@@ -189,7 +189,7 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
     x[200] = 2.0f;                                         // block 3: absmax 2, exact halves
     DeviceBuffer<float> dcode(code), din(x), dabsmax(4);
     DeviceBuffer<uint8_t> dout(x.size());
-    require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 64, 256),
+    require_ok(backend().fns_8bit.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dout.get(), 64, 256),
                "cquantize_blockwise_fp32");
     const auto q = dout.download();
     const auto m = dabsmax.download();
@@ -212,7 +212,7 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
     for (int i = 64; i < 74; ++i) tail[i] = NAN;
     DeviceBuffer<float> dtail(tail), dtail_absmax(2);
     DeviceBuffer<uint8_t> dtail_out(tail.size());
-    require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), dtail.get(), dtail_absmax.get(), dtail_out.get(),
+    require_ok(backend().fns_8bit.cquantize_blockwise_fp32(dcode.get(), dtail.get(), dtail_absmax.get(), dtail_out.get(),
                                                      64, static_cast<int>(tail.size())),
                "cquantize_blockwise_fp32");
     const auto tail_absmax = dtail_absmax.download();
@@ -250,10 +250,10 @@ TEST_CASE("8bit blockwise: quantize then dequantize stays within half a code ste
     const auto x = normal_floats(1 << 16, 31);
     DeviceBuffer<float> dcode(code), din(x), dabsmax(x.size() / 256), dback(x.size());
     DeviceBuffer<uint8_t> dq(x.size());
-    require_ok(backend().b8.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dq.get(), 256,
+    require_ok(backend().fns_8bit.cquantize_blockwise_fp32(dcode.get(), din.get(), dabsmax.get(), dq.get(), 256,
                                                      static_cast<int>(x.size())),
                "quantize");
-    require_ok(backend().b8.cdequantize_blockwise_fp32(dcode.get(), dq.get(), dabsmax.get(), dback.get(), 256,
+    require_ok(backend().fns_8bit.cdequantize_blockwise_fp32(dcode.get(), dq.get(), dabsmax.get(), dback.get(), 256,
                                                        static_cast<int>(x.size()), nullptr),
                "dequantize");
     const auto back = dback.download();
@@ -276,20 +276,20 @@ TEMPLATE_TEST_CASE("8bit blockwise: 64-bit entry points equal the bitsandbytes n
     DeviceBuffer<TestType> din(in), back1(n), back2(n);
     DeviceBuffer<uint8_t> q1(n), q2(n);
     require_ok(Blockwise8<TestType>::quantize(dcode.get(), din.get(), m1.get(), q1.get(), B, n), "bnb quantize");
-    require_ok(backend().b8.kbit_quantize_blockwise_8bit(kbit::Elem<TestType>::dtype, dcode.get(), din.get(), m2.get(),
+    require_ok(backend().fns_8bit.kbit_quantize_blockwise_8bit(kbit::Elem<TestType>::dtype, dcode.get(), din.get(), m2.get(),
                                                          q2.get(), B, n, nullptr),
                "kbit_quantize_blockwise_8bit");
     CHECK(q1.download() == q2.download());
     CHECK(first_bit_difference(m1.download(), m2.download()) < 0);
     require_ok(Blockwise8<TestType>::dequantize(dcode.get(), q1.get(), m1.get(), back1.get(), B, n), "bnb dequantize");
-    require_ok(backend().b8.kbit_dequantize_blockwise_8bit(kbit::Elem<TestType>::dtype, dcode.get(), q1.get(), m1.get(),
+    require_ok(backend().fns_8bit.kbit_dequantize_blockwise_8bit(kbit::Elem<TestType>::dtype, dcode.get(), q1.get(), m1.get(),
                                                            back2.get(), B, n, nullptr),
                "kbit_dequantize_blockwise_8bit");
     CHECK(first_bit_difference(back1.download(), back2.download()) < 0);
 }
 
 TEST_CASE("8bit blockwise: n == 0 succeeds without touching any pointer", "[8bit][kbit]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     CHECK(b.cquantize_blockwise_fp32(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
     CHECK(b.cdequantize_blockwise_bf16(nullptr, nullptr, nullptr, nullptr, 4096, 0, nullptr) == KBIT_STATUS_SUCCESS);
     CHECK(b.kbit_quantize_blockwise_8bit(KBIT_DTYPE_FP16, nullptr, nullptr, nullptr, nullptr, 32, 0, nullptr) ==
@@ -316,7 +316,7 @@ TEST_CASE("8bit blockwise: concurrent quantize calls with different tables are e
     std::vector<kbit_status> status(2 * count, -1);
 #pragma omp parallel for num_threads(4)
     for (int i = 0; i < 2 * count; ++i)
-        status[i] = backend().b8.cquantize_blockwise_fp32(codes[i]->get(), din.get(), absmax[i]->get(), outs[i]->get(),
+        status[i] = backend().fns_8bit.cquantize_blockwise_fp32(codes[i]->get(), din.get(), absmax[i]->get(), outs[i]->get(),
                                                           static_cast<int>(B), static_cast<int>(n));
     for (int i = 0; i < 2 * count; ++i) {
         INFO(tables[i % count].name);

@@ -82,7 +82,7 @@ TEMPLATE_TEST_CASE("8bit errors: cquantize_blockwise / cdequantize_blockwise rej
 
 TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise_8bit reject bad input",
           "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const std::string q = "kbit_quantize_blockwise_8bit", d = "kbit_dequantize_blockwise_8bit";
     DeviceBuffer<float> code(dynamic_map(true)), in(256), absmax_in(4);
     DeviceBuffer<uint8_t> codes(256);
@@ -132,7 +132,7 @@ TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise
 }
 
 TEST_CASE("8bit errors: cint8_vector_quant rejects bad input", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const std::string f = "cint8_vector_quant: ";
     DeviceBuffer<kbit_half> A(64);
     Out<int8_t> out(64);
@@ -151,7 +151,7 @@ TEST_CASE("8bit errors: cint8_vector_quant rejects bad input", "[8bit][errors]")
 }
 
 TEST_CASE("8bit errors: kbit_int8_vectorwise_quant rejects bad input", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const std::string f = "kbit_int8_vectorwise_quant: ";
     DeviceBuffer<kbit_half> A(64);
     Out<int8_t> out(64);
@@ -180,7 +180,7 @@ TEST_CASE("8bit errors: kbit_int8_vectorwise_quant rejects bad input", "[8bit][e
 }
 
 TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     using Fn = kbit_status (*)(kbit_context*, int, int, int, const int8_t*, const int8_t*, void*, float*, int, int, int,
                                void*);
     const std::pair<const char*, Fn> fns[] = {{"cigemmlt_32", b.cigemmlt_32},
@@ -224,7 +224,7 @@ TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit
 }
 
 TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const std::string f = "cdequant_mm_int32_fp16: ";
     DeviceBuffer<int32_t> A(12);
     DeviceBuffer<float> rs(3), cs(4);
@@ -245,7 +245,7 @@ TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][error
 }
 
 TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const std::string f = "kbit_int8_outlier_matmul_fp16: ";
     DeviceBuffer<kbit_half> A(2 * 8);
     DeviceBuffer<int8_t> W(3 * 8);
@@ -277,7 +277,7 @@ TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit
 // A zero dimension makes an empty call (success, nothing read or written), whatever the other sizes:
 // the size checks once divided by it (SIGFPE).
 TEST_CASE("8bit errors: a zero dimension is an empty call, never a division by zero", "[8bit][errors]") {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     Out<int8_t> out(64);
     Out<float> stats(8);
     Out<kbit_half> hout(64);

@@ -24,7 +24,7 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
     require_ok(Blockwise8<T>::dequantize(dcode.get(), dA.get(), dabsmax.get(), out.get(), static_cast<int>(B),
                                          static_cast<int>(n)),
                "cdequantize_blockwise");
-    require_ok(backend().b8.kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, dcode.get(), dA.get(), dabsmax.get(),
+    require_ok(backend().fns_8bit.kbit_dequantize_blockwise_8bit(kbit::Elem<T>::dtype, dcode.get(), dA.get(), dabsmax.get(),
                                                            out64.get(), B, n, nullptr),
                "kbit_dequantize_blockwise_8bit");
     const auto got = out.download();

@@ -51,7 +51,7 @@ std::vector<T> run(kbit_status (*fn)(kbit_context*, int, int, int, const int8_t*
                                      int, void*),
                    const Shape& s, const std::vector<int8_t>& A, const std::vector<int8_t>& B, const float* row_scale) {
     const int lda = s.m + s.pad_a, ldb = s.m + s.pad_b, ldc = s.k + s.pad_c;
-    kbit_context* ctx = backend().b8.get_context();
+    kbit_context* ctx = backend().fns_8bit.get_context();
     REQUIRE(ctx != nullptr);
     DeviceBuffer<int8_t> dA(A), dB(B);
     DeviceBuffer<T> dC(static_cast<size_t>(s.n) * ldc);
@@ -60,7 +60,7 @@ std::vector<T> run(kbit_status (*fn)(kbit_context*, int, int, int, const int8_t*
     DeviceBuffer<float> dscale(scale.empty() ? std::vector<float>(1, 0.0f) : scale);
     const kbit_status st = fn(ctx, s.m, s.n, s.k, dA.get(), dB.get(), dC.get(), row_scale ? dscale.get() : nullptr, lda,
                               ldb, ldc, nullptr);
-    CHECK(backend().b8.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
+    CHECK(backend().fns_8bit.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
     require_ok(st, "cigemmlt");
     const auto all = dC.download();
     T sentinel;
@@ -92,7 +92,7 @@ TEST_CASE("8bit igemm: cigemmlt_32 equals the exact int64 product (shapes, padde
             const auto A = int8_data(size_t(s.k) * (s.m + s.pad_a), 100 + mode, mode);
             const auto B = int8_data(size_t(s.n) * (s.m + s.pad_b), 200 + mode, mode == 2 ? 2 : 0);
             const auto want = exact_product(s, A, B);
-            const auto got = run<int32_t>(backend().b8.cigemmlt_32, s, A, B, nullptr);
+            const auto got = run<int32_t>(backend().fns_8bit.cigemmlt_32, s, A, B, nullptr);
             size_t bad = 0;
             for (size_t i = 0; i < want.size(); ++i) bad += got[i] != wrap32(want[i]);
             CHECK(bad == 0);
@@ -104,20 +104,20 @@ TEST_CASE("8bit igemm: cigemmlt_32 wraps like an int32 accumulator beyond 2^31",
     const Shape s{200000, 2, 3, 0, 0, 0};
     const auto A = int8_data(size_t(s.k) * s.m, 1, 2);
     const auto B = int8_data(size_t(s.n) * s.m, 2, 2);
-    const auto got = run<int32_t>(backend().b8.cigemmlt_32, s, A, B, nullptr);
+    const auto got = run<int32_t>(backend().fns_8bit.cigemmlt_32, s, A, B, nullptr);
     for (int32_t v : got) CHECK(v == wrap32(int64_t{16384} * 200000));
 }
 
 TEST_CASE("8bit igemm: m == 0 gives zeros, n or k == 0 writes nothing", "[8bit][igemm]") {
     const Shape s{0, 3, 4, 0, 0, 0};
-    const auto got = run<int32_t>(backend().b8.cigemmlt_32, s, {}, {}, nullptr);
+    const auto got = run<int32_t>(backend().fns_8bit.cigemmlt_32, s, {}, {}, nullptr);
     CHECK(got == std::vector<int32_t>(12, 0));
-    kbit_context* ctx = backend().b8.get_context();
-    CHECK(backend().b8.cigemmlt_32(ctx, 8, 0, 4, nullptr, nullptr, nullptr, nullptr, 8, 8, 4, nullptr) ==
+    kbit_context* ctx = backend().fns_8bit.get_context();
+    CHECK(backend().fns_8bit.cigemmlt_32(ctx, 8, 0, 4, nullptr, nullptr, nullptr, nullptr, 8, 8, 4, nullptr) ==
           KBIT_STATUS_SUCCESS);
-    CHECK(backend().b8.cigemmlt_8(ctx, 8, 4, 0, nullptr, nullptr, nullptr, nullptr, 8, 8, 0, nullptr) ==
+    CHECK(backend().fns_8bit.cigemmlt_8(ctx, 8, 4, 0, nullptr, nullptr, nullptr, nullptr, 8, 8, 0, nullptr) ==
           KBIT_STATUS_SUCCESS);
-    backend().b8.kbit_context_destroy(ctx);
+    backend().fns_8bit.kbit_context_destroy(ctx);
 }
 
 TEST_CASE("8bit igemm: cigemmlt_8 saturates the exact sum to int8", "[8bit][igemm]") {
@@ -129,7 +129,7 @@ TEST_CASE("8bit igemm: cigemmlt_8 saturates the exact sum to int8", "[8bit][igem
         for (auto& v : A) v = static_cast<int8_t>(v / 40);
         for (auto& v : B) v = static_cast<int8_t>(v / 40);
         const auto want = exact_product(s, A, B);
-        const auto got = run<int8_t>(backend().b8.cigemmlt_8, s, A, B, nullptr);
+        const auto got = run<int8_t>(backend().fns_8bit.cigemmlt_8, s, A, B, nullptr);
         int inside = 0;
         for (size_t i = 0; i < want.size(); ++i) {
             const int64_t w = want[i] > 127 ? 127 : (want[i] < -128 ? -128 : want[i]);
@@ -149,7 +149,7 @@ TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "
     // 0.5 makes every odd sum a tie; NaN gives 0; infinities saturate.
     const std::vector<float> scale = {0.5f, 0.25f, 1.0f / 3.0f, 1e-3f, 2.0f, NAN, INFINITY, -INFINITY, -0.5f};
     const auto want = exact_product(s, A, B);
-    const auto got = run<int8_t>(backend().b8.cigemmlt_8_rowscale, s, A, B, scale.data());
+    const auto got = run<int8_t>(backend().fns_8bit.cigemmlt_8_rowscale, s, A, B, scale.data());
     for (int t = 0; t < s.n; ++t)
         for (int o = 0; o < s.k; ++o) {
             const float v = static_cast<float>(wrap32(want[size_t(t) * s.k + o])) * scale[o];
@@ -169,14 +169,14 @@ TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "
 }
 
 TEST_CASE("8bit igemm: contexts are independent and destroy accepts NULL", "[8bit][igemm]") {
-    kbit_context* a = backend().b8.get_context();
-    kbit_context* b = backend().b8.get_context();
+    kbit_context* a = backend().fns_8bit.get_context();
+    kbit_context* b = backend().fns_8bit.get_context();
     REQUIRE(a != nullptr);
     REQUIRE(b != nullptr);
     CHECK(a != b);
-    CHECK(backend().b8.kbit_context_destroy(a) == KBIT_STATUS_SUCCESS);
-    CHECK(backend().b8.kbit_context_destroy(b) == KBIT_STATUS_SUCCESS);
-    CHECK(backend().b8.kbit_context_destroy(nullptr) == KBIT_STATUS_SUCCESS);
+    CHECK(backend().fns_8bit.kbit_context_destroy(a) == KBIT_STATUS_SUCCESS);
+    CHECK(backend().fns_8bit.kbit_context_destroy(b) == KBIT_STATUS_SUCCESS);
+    CHECK(backend().fns_8bit.kbit_context_destroy(nullptr) == KBIT_STATUS_SUCCESS);
 }
 
 // cigemmlt_32 called 4 times concurrently from a caller's OpenMP region. Only backend calls run in the
@@ -189,13 +189,13 @@ void check_calls_from_openmp_region(const Shape& s) {
     DeviceBuffer<int8_t> dA(A), dB(B);
     std::vector<std::unique_ptr<DeviceBuffer<int32_t>>> dC;
     for (int i = 0; i < 4; ++i) dC.push_back(std::make_unique<DeviceBuffer<int32_t>>(size_t(s.n) * s.k));
-    kbit_context* ctx = backend().b8.get_context();
+    kbit_context* ctx = backend().fns_8bit.get_context();
     std::vector<kbit_status> status(4, -1);
 #pragma omp parallel for num_threads(4)
     for (int i = 0; i < 4; ++i)
-        status[i] = backend().b8.cigemmlt_32(ctx, s.m, s.n, s.k, dA.get(), dB.get(), dC[i]->get(), nullptr, s.m, s.m,
+        status[i] = backend().fns_8bit.cigemmlt_32(ctx, s.m, s.n, s.k, dA.get(), dB.get(), dC[i]->get(), nullptr, s.m, s.m,
                                              s.k, nullptr);
-    backend().b8.kbit_context_destroy(ctx);
+    backend().fns_8bit.kbit_context_destroy(ctx);
     for (int i = 0; i < 4; ++i) {
         CHECK(status[i] == KBIT_STATUS_SUCCESS);
         const auto got = dC[i]->download();

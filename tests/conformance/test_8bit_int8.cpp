@@ -40,7 +40,7 @@ VectorQuantResult backend_vector_quant(const std::vector<kbit_half>& A, float th
     DeviceBuffer<kbit_half> dA(A);
     DeviceBuffer<int8_t> dout(A.size());
     DeviceBuffer<float> dstats(static_cast<size_t>(rows));
-    require_ok(backend().b8.cint8_vector_quant(dA.get(), dout.get(), dstats.get(), threshold, rows, cols, nullptr),
+    require_ok(backend().fns_8bit.cint8_vector_quant(dA.get(), dout.get(), dstats.get(), threshold, rows, cols, nullptr),
                "cint8_vector_quant");
     CHECK(first_bit_difference(dA.download(), A) < 0);
     return {dout.download(), dstats.download()};
@@ -122,7 +122,7 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant flags outlier columns and zeroe
             DeviceBuffer<float> dstats(static_cast<size_t>(rows));
             DeviceBuffer<uint8_t> dcols(static_cast<size_t>(cols));
             dcols.fill_bytes(0xAB);
-            require_ok(backend().b8.kbit_int8_vectorwise_quant(dA.get(), dout.get(), dstats.get(), dcols.get(), threshold,
+            require_ok(backend().fns_8bit.kbit_int8_vectorwise_quant(dA.get(), dout.get(), dstats.get(), dcols.get(), threshold,
                                                                rows, cols, nullptr),
                        "kbit_int8_vectorwise_quant");
             const auto out = dout.download();
@@ -149,7 +149,7 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with threshold 0 accepts NULL o
     DeviceBuffer<kbit_half> dA(A);
     DeviceBuffer<int8_t> dout(A.size());
     DeviceBuffer<float> dstats(rows);
-    require_ok(backend().b8.kbit_int8_vectorwise_quant(dA.get(), dout.get(), dstats.get(), nullptr, 0.0f, rows, cols,
+    require_ok(backend().fns_8bit.kbit_int8_vectorwise_quant(dA.get(), dout.get(), dstats.get(), nullptr, 0.0f, rows, cols,
                                                        nullptr),
                "kbit_int8_vectorwise_quant");
     std::vector<int8_t> want(A.size());
@@ -161,7 +161,7 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with threshold 0 accepts NULL o
 TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with no rows clears the outlier flags", "[8bit][int8]") {
     DeviceBuffer<uint8_t> dcols(10);
     dcols.fill_bytes(0x5A);
-    require_ok(backend().b8.kbit_int8_vectorwise_quant(nullptr, nullptr, nullptr, dcols.get(), 6.0f, 0, 10, nullptr),
+    require_ok(backend().fns_8bit.kbit_int8_vectorwise_quant(nullptr, nullptr, nullptr, dcols.get(), 6.0f, 0, 10, nullptr),
                "kbit_int8_vectorwise_quant");
     CHECK(dcols.download() == std::vector<uint8_t>(10, 0));
 }
@@ -189,7 +189,7 @@ TEST_CASE("8bit int8: cdequant_mm_int32_fp16 equals the reference, with and with
             DeviceBuffer<int32_t> dA(A);
             DeviceBuffer<float> drs(rs), dcs(cs);
             DeviceBuffer<kbit_half> dbias(bias), dout(A.size());
-            require_ok(backend().b8.cdequant_mm_int32_fp16(dA.get(), drs.get(), dcs.get(), dout.get(),
+            require_ok(backend().fns_8bit.cdequant_mm_int32_fp16(dA.get(), drs.get(), dcs.get(), dout.get(),
                                                            with_bias ? dbias.get() : nullptr, rows, cols, nullptr),
                        "cdequant_mm_int32_fp16");
             const auto got = dout.download();
@@ -224,7 +224,7 @@ TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 equals the reference", "[8bi
         DeviceBuffer<int8_t> dW(W);
         DeviceBuffer<float> dstats(stats);
         DeviceBuffer<uint8_t> dflags(flags);
-        require_ok(backend().b8.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(),
+        require_ok(backend().fns_8bit.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(),
                                                               rows, outs, ins, nullptr),
                    "kbit_int8_outlier_matmul_fp16");
         CHECK(first_bit_difference(dout.download(), want) < 0);
@@ -242,7 +242,7 @@ TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 without outlier columns leav
     DeviceBuffer<int8_t> dW(W);
     DeviceBuffer<float> dstats(stats);
     DeviceBuffer<uint8_t> dflags(std::vector<uint8_t>(ins, 0));
-    require_ok(backend().b8.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(), rows,
+    require_ok(backend().fns_8bit.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(), rows,
                                                           outs, ins, nullptr),
                "kbit_int8_outlier_matmul_fp16");
     CHECK(first_bit_difference(dout.download(), out0) < 0);

@@ -39,7 +39,7 @@ struct Run {
 
 // The layer through the backend's functions only.
 Run run_layer(const Layer& l, bool with_outlier_part) {
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     const int T = l.T, K = l.K, O = l.O;
     DeviceBuffer<kbit_half> dX(l.X), dW(l.W), dbias(l.bias), dY(size_t(T) * O);
     DeviceBuffer<int8_t> dCA(size_t(T) * K), dCB(size_t(O) * K);

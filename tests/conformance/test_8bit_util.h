@@ -165,26 +165,26 @@ inline std::vector<float> special_input(int64_t n, int64_t blocksize, uint32_t s
 template <class T> struct Blockwise8;
 template <> struct Blockwise8<float> {
     static kbit_status quantize(float* c, float* A, float* m, uint8_t* o, int B, int n) {
-        return backend().b8.cquantize_blockwise_fp32(c, A, m, o, B, n);
+        return backend().fns_8bit.cquantize_blockwise_fp32(c, A, m, o, B, n);
     }
     static kbit_status dequantize(float* c, uint8_t* A, float* m, float* o, int B, int n) {
-        return backend().b8.cdequantize_blockwise_fp32(c, A, m, o, B, n, nullptr);
+        return backend().fns_8bit.cdequantize_blockwise_fp32(c, A, m, o, B, n, nullptr);
     }
 };
 template <> struct Blockwise8<kbit_half> {
     static kbit_status quantize(float* c, kbit_half* A, float* m, uint8_t* o, int B, int n) {
-        return backend().b8.cquantize_blockwise_fp16(c, A, m, o, B, n);
+        return backend().fns_8bit.cquantize_blockwise_fp16(c, A, m, o, B, n);
     }
     static kbit_status dequantize(float* c, uint8_t* A, float* m, kbit_half* o, int B, int n) {
-        return backend().b8.cdequantize_blockwise_fp16(c, A, m, o, B, n, nullptr);
+        return backend().fns_8bit.cdequantize_blockwise_fp16(c, A, m, o, B, n, nullptr);
     }
 };
 template <> struct Blockwise8<kbit_bf16> {
     static kbit_status quantize(float* c, kbit_bf16* A, float* m, uint8_t* o, int B, int n) {
-        return backend().b8.cquantize_blockwise_bf16(c, A, m, o, B, n);
+        return backend().fns_8bit.cquantize_blockwise_bf16(c, A, m, o, B, n);
     }
     static kbit_status dequantize(float* c, uint8_t* A, float* m, kbit_bf16* o, int B, int n) {
-        return backend().b8.cdequantize_blockwise_bf16(c, A, m, o, B, n, nullptr);
+        return backend().fns_8bit.cdequantize_blockwise_bf16(c, A, m, o, B, n, nullptr);
     }
 };
 

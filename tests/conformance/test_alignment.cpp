@@ -121,7 +121,7 @@ TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the 
 
 TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same bytes at odd addresses", "[8bit][alignment]") {
     if (!backend().has_8bit()) return;
-    const auto& b = backend().b8;
+    const auto& b = backend().fns_8bit;
     constexpr int rows = 5, cols = 67, outs = 7;  // odd sizes: no row starts on a vector boundary
     const auto a = element_bytes<kbit_half>(rows * cols, 13);
     std::vector<uint8_t> ref_codes, ref_stats, ref_c;

@@ -1,13 +1,9 @@
 // The optional bitsandbytes-CPU interface (include/kbit/kbit_bnb_cpu.h), where the backend file exports
 // it (the CPU backend; other backends skip these cases). Its functions take host memory and are not in
-// the loader's tables, so they are resolved from the backend's file with dlsym. Checked: the GEMV on
+// the loader's tables: open_backend() resolves them from the backend's file with dlsym. Checked: the GEMV on
 // bitsandbytes' repacked layout against an fp64 evaluation (the class F bound of test_4bit_gemv.cpp)
 // and exactly where every sum is exact; the 8-bit and 4-bit functions against the reference for
 // blocksizes kbit's own interfaces do not take; the feature queries against the kernels in use.
-#include <dlfcn.h>
-
-#include <cstdio>
-
 #include "kbit/kbit_bnb_cpu.h"
 #include "kbit_dynamic_map.h"
 #include "ref_8bit.h"
@@ -17,32 +13,8 @@ using namespace kbit_test;
 
 namespace {
 
-struct BnbFns {
-#define KBIT_FN(minor, ret, name, params, args, variant) ret(*name) params = nullptr;
-#include "kbit_bnb_cpu.def"
-#undef KBIT_FN
-};
-
 // The interface's functions of the backend under test, or nullptr when its file does not export it.
-const BnbFns* bnb_fns() {
-    static const BnbFns* fns = []() -> const BnbFns* {
-        // libkbit.so does not forward this interface; a backend need not export it.
-        void* h = backend().trampolines ? nullptr
-                                        : dlopen(backend().path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-        if (h == nullptr || dlsym(h, "kbit_bnb_cpu_interface_version") == nullptr) {
-            std::printf("note: %s: no bnb_cpu interface, its cases are skipped\n",
-                        backend().trampolines ? "libkbit.so's trampolines" : backend().path.c_str());
-            return nullptr;
-        }
-        static BnbFns f;
-#define KBIT_FN(minor, ret, name, params, args, variant) \
-    f.name = reinterpret_cast<ret(*) params>(dlsym(h, #name));
-#include "kbit_bnb_cpu.def"
-#undef KBIT_FN
-        return &f;  // the handle stays open with the backend (RTLD_NOLOAD took a reference)
-    }();
-    return fns;
-}
+const Fns_bnb_cpu* bnb_fns() { return backend().has_bnb_cpu() ? &backend().fns_bnb_cpu : nullptr; }
 
 using GemvFn = kbit_status (*)(int64_t, int64_t, int64_t, const kbit_bf16*, const unsigned char*, const kbit_bf16*,
                                kbit_bf16*, int64_t, int64_t, int64_t);
@@ -65,7 +37,7 @@ double as_double(kbit_bf16 x) { return kbit::bf16_to_float(x.bits); }
 }  // namespace
 
 TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", "[bnb_cpu][gemv]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     struct Case {
         int64_t M, N, K, bs;
@@ -116,7 +88,7 @@ TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", 
 }
 
 TEST_CASE("bnb_cpu: GEMV is exact when every product and sum is", "[bnb_cpu][gemv]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     const int64_t M = 2, N = 64, K = 128, bs = 64;
     // NF4 codes 7, 15, 0 are 0, 1, -1; activations small integers, scales powers of two.
@@ -141,7 +113,7 @@ TEST_CASE("bnb_cpu: GEMV is exact when every product and sum is", "[bnb_cpu][gem
 }
 
 TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[bnb_cpu][8bit]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     const auto code = dynamic_map(true);
     const int64_t n = 3 * 16384 + 101;
@@ -171,7 +143,7 @@ TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[b
 }
 
 TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     struct Case {
         int64_t bs, m, n;
@@ -193,7 +165,7 @@ TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the referenc
 }
 
 TEST_CASE("bnb_cpu: bad arguments are rejected before anything is written", "[bnb_cpu][errors]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     std::vector<float> code = dynamic_map(true), x(64, 1.0f), absmax(4, 5.0f);
     std::vector<uint8_t> q(64, 9);
@@ -215,16 +187,13 @@ TEST_CASE("bnb_cpu: bad arguments are rejected before anything is written", "[bn
 }
 
 TEST_CASE("bnb_cpu: feature queries name the kernels in use", "[bnb_cpu][core]") {
-    const BnbFns* f = bnb_fns();
+    const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
-    const std::string info = backend().core.kbit_backend_info();
+    const std::string info = backend().fns_core.kbit_backend_info();
     const bool avx512 = info.find("kernels: avx512 ") != std::string::npos ||  // or any level above it
                         info.find("kernels: avx512vbmi ") != std::string::npos;
-    void* h = dlopen(backend().path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    REQUIRE(h != nullptr);
-    const auto version = reinterpret_cast<uint32_t (*)(void)>(dlsym(h, "kbit_bnb_cpu_interface_version"));
-    CHECK(version() == ((KBIT_BNB_CPU_VERSION_MAJOR << 16) | KBIT_BNB_CPU_VERSION_MINOR));
-    dlclose(h);
+    // kbit_bnb_cpu_interface_version(), read by open_backend().
+    CHECK(backend().bnb_cpu_version == ((KBIT_BNB_CPU_VERSION_MAJOR << 16) | KBIT_BNB_CPU_VERSION_MINOR));
     CHECK(f->has_avx512f_cpu() == avx512);
     if (!avx512) CHECK_FALSE(f->has_avx512bf16_cpu());
     if (avx512) CHECK(f->has_avx512bf16_cpu() == static_cast<bool>(__builtin_cpu_supports("avx512bf16")));

@@ -18,7 +18,7 @@ TEST_CASE("core: interface versions match the headers", "[core]") {
 }
 
 TEST_CASE("core: identity and probe", "[core]") {
-    const auto& c = backend().core;
+    const auto& c = backend().fns_core;
     REQUIRE(c.kbit_backend_name() != nullptr);
     CHECK(std::string(c.kbit_backend_name()).size() > 0);
     REQUIRE(c.kbit_backend_info() != nullptr);
@@ -28,7 +28,7 @@ TEST_CASE("core: identity and probe", "[core]") {
 }
 
 TEST_CASE("core: status strings", "[core]") {
-    const auto& c = backend().core;
+    const auto& c = backend().fns_core;
     CHECK(std::string(c.kbit_status_string(KBIT_STATUS_SUCCESS)) == "KBIT_STATUS_SUCCESS");
     CHECK(std::string(c.kbit_status_string(KBIT_STATUS_INVALID_ARGUMENT)) == "KBIT_STATUS_INVALID_ARGUMENT");
     CHECK(std::string(c.kbit_status_string(KBIT_STATUS_DEVICE_ERROR)) == "KBIT_STATUS_DEVICE_ERROR");
@@ -42,7 +42,7 @@ TEST_CASE("core: status strings", "[core]") {
 }
 
 TEST_CASE("core: errors are thread-local and name the function", "[core]") {
-    const auto& c = backend().core;
+    const auto& c = backend().fns_core;
     REQUIRE(c.kbit_device_malloc(nullptr, 16) == KBIT_STATUS_INVALID_ARGUMENT);
     CHECK(std::string(c.kbit_last_error_message()) == "kbit_device_malloc: ptr is NULL");
     std::string other_thread;
@@ -57,7 +57,7 @@ TEST_CASE("core: errors are thread-local and name the function", "[core]") {
 }
 
 TEST_CASE("core: memory round trip and bad copies", "[core]") {
-    const auto& c = backend().core;
+    const auto& c = backend().fns_core;
     std::vector<uint32_t> host(1000);
     for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint32_t>(i * 2654435761u);
     kbit_test::DeviceBuffer<uint32_t> a(host), b(host.size());

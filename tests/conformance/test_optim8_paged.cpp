@@ -12,8 +12,8 @@ using namespace kbit_test;
 
 TEST_CASE("optim8 paged: managed memory is host-addressable, 64-byte aligned, and freed", "[optim8][paged]") {
     if (!backend().has_optim8()) return;
-    const auto& o = backend().o8;
-    const auto& c = backend().core;
+    const auto& o = backend().fns_optim8;
+    const auto& c = backend().fns_core;
     for (size_t bytes : {size_t{1}, size_t{1000}, size_t{64} << 20}) {
         void* ptr = o.cget_managed_ptr(bytes);
         INFO(bytes << " bytes: " << c.kbit_last_error_message());
@@ -33,8 +33,8 @@ TEST_CASE("optim8 paged: managed memory is host-addressable, 64-byte aligned, an
 
 TEST_CASE("optim8 paged: bad input to cget_managed_ptr and cprefetch", "[optim8][paged][args]") {
     if (!backend().has_optim8()) return;
-    const auto& o = backend().o8;
-    const auto& c = backend().core;
+    const auto& o = backend().fns_optim8;
+    const auto& c = backend().fns_core;
     CHECK(o.cget_managed_ptr(0) == nullptr);
     CHECK(std::string(c.kbit_last_error_message()) == "cget_managed_ptr: bytes is 0, must be > 0");
     CHECK(o.cget_managed_ptr(std::numeric_limits<size_t>::max()) == nullptr);
@@ -49,7 +49,7 @@ TEST_CASE("optim8 paged: bad input to cget_managed_ptr and cprefetch", "[optim8]
 
 TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit for bit, B unused", "[optim8][paged][fill]") {
     if (!backend().has_optim8()) return;
-    const auto& o = backend().o8;
+    const auto& o = backend().fns_optim8;
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3} << 20}) {
         INFO("n " << n);
         DeviceBuffer<float> a(static_cast<size_t>(n) + 7), b(4);
@@ -77,7 +77,7 @@ TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit 
     float* m = static_cast<float*>(o.cget_managed_ptr(4096 * sizeof(float)));
     REQUIRE(m != nullptr);
     REQUIRE(o.cfill_fp32(m, nullptr, 2.0f, 4096) == KBIT_STATUS_SUCCESS);
-    REQUIRE(backend().core.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
+    REQUIRE(backend().fns_core.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
     CHECK(m[0] == 2.0f);
     CHECK(m[4095] == 2.0f);
     CHECK(o.kbit_free_managed_ptr(m) == KBIT_STATUS_SUCCESS);
@@ -85,7 +85,7 @@ TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit 
 
 TEST_CASE("optim8 paged: bad input to cfill_fp32 / cfill_uint8 leaves memory untouched", "[optim8][paged][args]") {
     if (!backend().has_optim8()) return;
-    const auto& o = backend().o8;
+    const auto& o = backend().fns_optim8;
     DeviceBuffer<float> a(16);
     DeviceBuffer<uint8_t> u(16);
     a.fill_bytes(0xA5);
@@ -102,7 +102,7 @@ TEST_CASE("optim8 paged: bad input to cfill_fp32 / cfill_uint8 leaves memory unt
 
 TEST_CASE("optim8 paged: an 8-bit Adam fp32 step on managed state equals the same step on device memory", "[optim8][paged]") {
     if (!backend().has_optim8()) return;
-    const auto& o = backend().o8;
+    const auto& o = backend().fns_optim8;
     const int n = 5000;
     const int blocks = (n + 255) / 256;
     const auto p0 = normal_floats(n, 50, 0.1f), g = normal_floats(n, 51, 0.01f);
@@ -131,7 +131,7 @@ TEST_CASE("optim8 paged: an 8-bit Adam fp32 step on managed state equals the sam
     require_ok(o.cadam_8bit_blockwise_grad_fp32(mp.get(), mg.get(), c1, c2, h.beta1, h.beta2, 0.0f, 0.0f, h.eps, 1,
                                                 h.lr, mq1.get(), mq2.get(), a1, a2, 0.0f, 1.0f, false, n),
                "managed");
-    REQUIRE(backend().core.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
+    REQUIRE(backend().fns_core.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
     CHECK(first_bit_difference(mp.download(), dp.download()) == -1);
     CHECK(std::vector<uint8_t>(c1, c1 + n) == dc1.download());
     CHECK(std::vector<uint8_t>(c2, c2 + n) == dc2.download());

@@ -92,7 +92,7 @@ TEST_CASE("simd tails: LLM.int8 row quantization equals the reference for cols =
         DeviceBuffer<kbit_half> da(a);
         DeviceBuffer<int8_t> dq(static_cast<size_t>(rows * cols));
         DeviceBuffer<float> ds(static_cast<size_t>(rows));
-        require_ok(backend().b8.cint8_vector_quant(da.get(), dq.get(), ds.get(), 0.0f, static_cast<int>(rows),
+        require_ok(backend().fns_8bit.cint8_vector_quant(da.get(), dq.get(), ds.get(), 0.0f, static_cast<int>(rows),
                                                    static_cast<int>(cols), nullptr),
                    "cint8_vector_quant");
         std::vector<int8_t> ref_q(static_cast<size_t>(rows * cols));

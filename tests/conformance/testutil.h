@@ -38,7 +38,7 @@ inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 
 // CHECKs that `status` is KBIT_STATUS_INVALID_ARGUMENT and the backend's message is `message`.
 inline void check_invalid(kbit_status status, const std::string& message) {
-    const auto& c = backend().core;
+    const auto& c = backend().fns_core;
     INFO("expected: " << message);
     CHECK(std::string(c.kbit_status_string(status)) == "KBIT_STATUS_INVALID_ARGUMENT");
     CHECK(std::string(c.kbit_last_error_message()) == message);
