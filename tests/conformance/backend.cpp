@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "functions.h"
 #include "kbit/kbit_loader.h"
 
 namespace kbit_test {
@@ -89,6 +90,7 @@ bool open_backend(const std::string& spec, std::string* error, bool trampolines)
 #undef KBIT_INTERFACE
     // libkbit.so does not forward bnb_cpu, so its trampolines have none.
     if (!trampolines) resolve_bnb_cpu(b);
+    count_calls(b);  // what each test case calls is recorded (functions.h)
     return true;
 }
 
@@ -102,20 +104,27 @@ void close_backend() {
 }
 
 void require_ok(kbit_status status, const char* what) {
+    Plumbing plumbing;
     INFO(what << ": " << backend().fns_core.kbit_status_string(status) << ": "
               << backend().fns_core.kbit_last_error_message());
     REQUIRE(status == KBIT_STATUS_SUCCESS);
 }
 
+// DeviceBuffer's calls are plumbing, not calls of the test case (functions.h).
 void* device_allocate(size_t bytes) {
+    Plumbing plumbing;
     void* p = nullptr;
     require_ok(backend().fns_core.kbit_device_malloc(&p, bytes), "kbit_device_malloc");
     return p;
 }
 
-void device_release(void* p) { backend().fns_core.kbit_device_free(p); }
+void device_release(void* p) {
+    Plumbing plumbing;
+    backend().fns_core.kbit_device_free(p);
+}
 
 void device_copy(void* dst, const void* src, size_t bytes, int32_t kind) {
+    Plumbing plumbing;
     require_ok(backend().fns_core.kbit_memcpy(dst, src, bytes, kind), "kbit_memcpy");
 }
 

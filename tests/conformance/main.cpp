@@ -2,12 +2,15 @@
 // (--backend cpu|cuda|NAME|PATH), against the scalar reference, golden vectors recorded from
 // bitsandbytes, and the error rules of the ABI. --trampolines calls every function through
 // libkbit.so's own exports instead (the backend then becomes libkbit.so's default).
+// --function NAME runs the test cases that call the exported function NAME, --list-functions counts
+// them for every function, --check-function-tags proves the counts (functions.h).
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 
 #include <catch2/catch.hpp>
 
 #include "backend.h"
+#include "functions.h"
 #include "kbit/kbit_loader.h"
 
 namespace {
@@ -53,19 +56,31 @@ int main(int argc, char** argv) {
     std::string spec;
     std::string required_kernels;
     bool trampolines = false;
+    std::string function;
+    bool list_functions = false;
+    bool check_tags = false;
     using Catch::clara::Opt;
     session.cli(session.cli() |
                 Opt(spec, "name|path")["--backend"]("backend to test: cpu, cuda, a vendor name, or a .so path "
                                                     "(default: cpu; with --trampolines: libkbit.so's default)") |
                 Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports") |
                 Opt(required_kernels, "isa")["--require-kernels"](
-                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi)"));
+                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi)") |
+                Opt(function, "name")["--function"]("run the test cases that call this exported function (tag [fn:NAME])") |
+                Opt(list_functions)["--list-functions"](
+                    "list the backend's functions with the number of test cases that call each; exit 1 if one has none") |
+                Opt(check_tags)["--check-function-tags"](
+                    "fail unless every test case that runs calls exactly the functions its [fn:] tags name"));
     if (int rc = session.applyCommandLine(argc, argv)) return rc;
     // A test filter that matches nothing (a mistyped tag) fails the run instead of passing it empty.
     auto& config = session.configData();
     config.warnings = static_cast<Catch::WarnAbout::What>(config.warnings | Catch::WarnAbout::NoTests);
     if (spec.empty() && !trampolines) spec = "cpu";
     std::string error;
+    if (!kbit_test::settle_function_tags(&error)) {
+        std::fprintf(stderr, "kbit conformance: %s\n", error.c_str());
+        return 2;
+    }
     if (!kbit_test::open_backend(spec, &error, trampolines)) {
         std::fprintf(stderr, "kbit conformance: cannot use backend '%s': %s\n", spec.c_str(), error.c_str());
         return 2;
@@ -90,7 +105,24 @@ int main(int argc, char** argv) {
 #undef KBIT_INTERFACE
     std::printf(", bnb_cpu %s\n", b.has_bnb_cpu() ? version(b.bnb_cpu_version).c_str() : "absent (its cases are skipped)");
     report_stubs(b.path);
+    if (list_functions) {
+        const int rc = kbit_test::list_functions();
+        kbit_test::close_backend();
+        return rc;
+    }
+    if (!function.empty()) {
+        std::string tag;
+        if (!config.testsOrTags.empty()) error = "--function cannot be combined with a test spec: put the tag [fn:" + function + "] in it";
+        else if (kbit_test::function_test_spec(function, &tag, &error)) config.testsOrTags.push_back(tag);
+        if (!error.empty()) {
+            std::fprintf(stderr, "kbit conformance: %s\n", error.c_str());
+            kbit_test::close_backend();
+            return 2;
+        }
+    }
+    if (check_tags) kbit_test::check_function_tags();
     const int failed = session.run();
+    const int mismatches = kbit_test::check_function_tags_result();
     kbit_test::close_backend();
-    return failed;
+    return failed + mismatches;
 }

@@ -32,8 +32,8 @@ void expect(kbit_status s, const std::string& message, const Outputs& outs) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("4bit bad input: blockwise quantize and dequantize", "[4bit][bad_input]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit bad input: blockwise quantize and dequantize", "[4bit][bad_input]" FN_4BIT_QUANTIZE
+                   FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     DeviceBuffer<uint8_t> in(4096 * 8), absmax(4096), packed(4096 * 4), out(4096 * 8);
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
@@ -88,7 +88,8 @@ TEMPLATE_TEST_CASE("4bit bad input: blockwise quantize and dequantize", "[4bit][
     }
 }
 
-TEST_CASE("4bit bad input: kbit_quantize_4bit and kbit_dequantize_4bit", "[4bit][bad_input]") {
+TEST_CASE("4bit bad input: kbit_quantize_4bit and kbit_dequantize_4bit", "[4bit][bad_input]"
+          "[fn:kbit_quantize_4bit][fn:kbit_dequantize_4bit]") {
     DeviceBuffer<uint8_t> in(4096), absmax(256), packed(2048), out(4096);
     const auto& fns_4bit = backend().fns_4bit;
     const std::string qf = "kbit_quantize_4bit", df = "kbit_dequantize_4bit";
@@ -141,7 +142,8 @@ TEST_CASE("4bit bad input: kbit_quantize_4bit and kbit_dequantize_4bit", "[4bit]
     }
 }
 
-TEMPLATE_TEST_CASE("4bit bad input: GEMV and GEMM", "[4bit][bad_input]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit bad input: GEMV and GEMM", "[4bit][bad_input]" FN_4BIT_GEMV FN_4BIT_GEMM,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     DeviceBuffer<uint8_t> A(4096), B(8192), absmax(1024), lut(64), out(4096), q8(256), code(1024), off(4), bias(512);
     const std::string gv = std::string("cgemm_4bit_inference_naive_") + kbit::Elem<T>::name;
@@ -198,8 +200,8 @@ TEMPLATE_TEST_CASE("4bit bad input: GEMV and GEMM", "[4bit][bad_input]", float, 
 
 // k = 0 is documented as allowed with NULL inputs (the table too): every output is the empty sum, 0.
 // The SIMD kernels once read the NULL table up front (SIGSEGV).
-TEMPLATE_TEST_CASE("4bit bad input: GEMV with k = 0 writes zeros and reads no input", "[4bit][bad_input]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit bad input: GEMV with k = 0 writes zeros and reads no input", "[4bit][bad_input]" FN_4BIT_GEMV,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     DeviceBuffer<T> out(8);
     out.fill_bytes(0xA5);
@@ -208,7 +210,8 @@ TEMPLATE_TEST_CASE("4bit bad input: GEMV with k = 0 writes zeros and reads no in
     for (T v : out.download()) CHECK(kbit::Elem<T>::load(v) == 0.0f);
 }
 
-TEST_CASE("4bit bad input: nested absmax", "[4bit][bad_input]") {
+TEST_CASE("4bit bad input: nested absmax", "[4bit][bad_input]"
+          "[fn:kbit_nested_absmax_quantize][fn:kbit_nested_absmax_dequantize]") {
     const auto& fns_4bit = backend().fns_4bit;
     DeviceBuffer<uint8_t> absmax(4096), code(1024), q(1024), nested(64), off(4), restored(4096);
     const std::string qf = "kbit_nested_absmax_quantize", df = "kbit_nested_absmax_dequantize";
@@ -251,7 +254,7 @@ TEST_CASE("4bit bad input: nested absmax", "[4bit][bad_input]") {
     }
 }
 
-TEMPLATE_TEST_CASE("4bit bad input: torchao NF4", "[4bit][bad_input]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit bad input: torchao NF4", "[4bit][bad_input]" FN_4BIT_TORCHAO, float, kbit_half, kbit_bf16) {
     using T = TestType;
     DeviceBuffer<uint8_t> w(1 << 16), qd(1 << 14), qs(1024), qf(64), mean(8), out(1 << 16);
     const std::string fq = std::string("kbit_quantize_nf4_torchao_") + kbit::Elem<T>::name;

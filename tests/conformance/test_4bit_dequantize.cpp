@@ -35,8 +35,8 @@ std::vector<T> expected(QuantType q, const std::vector<uint8_t>& packed, const s
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("4bit dequantize: exact for every blocksize, odd n and special scales", "[4bit][dequantize]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit dequantize: exact for every blocksize, odd n and special scales", "[4bit][dequantize]"
+                   FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : kBlocksizes) {
@@ -58,7 +58,8 @@ TEMPLATE_TEST_CASE("4bit dequantize: exact for every blocksize, odd n and specia
     }
 }
 
-TEMPLATE_TEST_CASE("4bit dequantize: FP4 nibble 1000 is -0.0", "[4bit][dequantize]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit dequantize: FP4 nibble 1000 is -0.0", "[4bit][dequantize]" FN_4BIT_DEQUANTIZE_FP4,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     const std::vector<uint8_t> packed(32, 0x88);
     const std::vector<float> absmax(2, 3.0f);
@@ -67,8 +68,8 @@ TEMPLATE_TEST_CASE("4bit dequantize: FP4 nibble 1000 is -0.0", "[4bit][dequantiz
     for (const T& v : got) CHECK(bits_of(v) == negative_zero);
 }
 
-TEMPLATE_TEST_CASE("4bit dequantize: large n across threads, streaming stores, unaligned output",
-                   "[4bit][dequantize]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit dequantize: large n across threads, streaming stores, unaligned output", "[4bit][dequantize]"
+                   FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     // Big enough for the CPU backend's non-temporal path (>= 8 MiB of output), odd, partial block.
     const int64_t n = (int64_t{9} << 20) / static_cast<int64_t>(sizeof(T)) + 77;
@@ -96,8 +97,8 @@ TEMPLATE_TEST_CASE("4bit dequantize: large n across threads, streaming stores, u
     }
 }
 
-TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbytes-named functions",
-                   "[4bit][dequantize]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbytes-named functions", "[4bit][dequantize]"
+                   "[fn:kbit_dequantize_4bit]", float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize 128") {

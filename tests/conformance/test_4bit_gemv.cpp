@@ -57,8 +57,8 @@ std::vector<T> run_gemv(int m, int k, int ldb, int bs, const std::vector<T>& a, 
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("4bit gemv: within the fp32 summation bound of the fp64 result", "[4bit][gemv]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit gemv: within the fp32 summation bound of the fp64 result", "[4bit][gemv]" FN_4BIT_GEMV,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     struct Case {
         int m, k, ldb_extra;
@@ -92,8 +92,8 @@ TEMPLATE_TEST_CASE("4bit gemv: within the fp32 summation bound of the fp64 resul
     }
 }
 
-TEMPLATE_TEST_CASE("4bit gemv: exact when every product and partial sum is exact", "[4bit][gemv]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit gemv: exact when every product and partial sum is exact", "[4bit][gemv]" FN_4BIT_GEMV,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     // Table of small integers (the datatype is used verbatim), activations in {-2..2}, power-of-two
     // scales: every partial sum is an integer far below 2^24, so any summation order is exact.
@@ -118,8 +118,8 @@ TEMPLATE_TEST_CASE("4bit gemv: exact when every product and partial sum is exact
     }
 }
 
-TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector", "[4bit][gemm]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector", "[4bit][gemm]" FN_4BIT_GEMM,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     const auto code = dynamic_map(true);
     for (int quant_type : {1, 2, 0}) {  // 1 = FP4, anything else = NF4
@@ -186,8 +186,8 @@ TEMPLATE_TEST_CASE("4bit gemm: nested and plain scales, bias, FP4/NF4 selector",
 // 1) on AVX2 and the AVX-512 prefill kernel's single tile; at M >= 16 on AVX2 the dot-form prefill
 // panels (chunks of 1024 columns or one block, tiles of 4 x 3 with partial tiles at M = 70 and N =
 // 19), from M = 12 on AVX-512 the outer-product prefill kernel.
-TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 summation bound", "[4bit][gemm]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 summation bound", "[4bit][gemm]"
+                   FN_4BIT_GEMM, float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{256}, int64_t{2048}}) {
         for (int M : {2, 8, 9, 15, 16, 32, 70}) {
@@ -221,7 +221,8 @@ TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 
 // thread (N = 300 on one or two threads), a last strip of fewer than 16 rows, chunks of K of 256
 // columns and a shorter last one (K = 640), block scales that change inside a chunk, activation
 // rows cut into tiles of unequal heights (M = 29: 10 + 10 + 9) and a single tile (M = 12).
-TEST_CASE("4bit gemm: several weight panels, a partial strip, a short last chunk, uneven tiles", "[4bit][gemm]") {
+TEST_CASE("4bit gemm: several weight panels, a partial strip, a short last chunk, uneven tiles", "[4bit][gemm]"
+          "[fn:cgemm_4bit_fp32]") {
     const int N = 300, K = 640;
     for (int64_t bs : {int64_t{32}, int64_t{128}}) {
         for (int M : {12, 29}) {
@@ -249,8 +250,8 @@ TEST_CASE("4bit gemm: several weight panels, a partial strip, a short last chunk
     }
 }
 
-TEMPLATE_TEST_CASE("4bit gemm: M = 1 agrees with the GEMV on the same weight", "[4bit][gemm]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit gemm: M = 1 agrees with the GEMV on the same weight", "[4bit][gemm]" FN_4BIT_GEMV FN_4BIT_GEMM,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     const int N = 64, K = 512, bs = 64;
     const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 21);

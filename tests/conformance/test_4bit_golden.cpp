@@ -27,7 +27,8 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 
 }  // namespace
 
-TEST_CASE("4bit golden: dequantize equals bitsandbytes' CPU library byte for byte", "[4bit][golden]") {
+TEST_CASE("4bit golden: dequantize equals bitsandbytes' CPU library byte for byte",
+          "[4bit][golden]" FN_4BIT_DEQUANTIZE) {
     const auto [index, blob] = load_golden("bnb_4bit.json", "bnb_4bit.bin");
     REQUIRE(index.at("cases").size() == 240);
     for (const auto& c : index.at("cases")) {

@@ -49,7 +49,7 @@ std::vector<float> backend_nested_dequantize(const Nested& n, const std::vector<
 
 }  // namespace
 
-TEST_CASE("4bit nested: offset, nested absmax and codes", "[4bit][nested]") {
+TEST_CASE("4bit nested: offset, nested absmax and codes", "[4bit][nested]" "[fn:kbit_nested_absmax_quantize]") {
     const auto code = dynamic_map(true);
     for (int64_t nbs : {int64_t{256}, int64_t{32}, int64_t{4096}}) {
         for (int64_t blocks : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{1000}, int64_t{65536 + 17}}) {
@@ -87,7 +87,8 @@ TEST_CASE("4bit nested: offset, nested absmax and codes", "[4bit][nested]") {
     }
 }
 
-TEST_CASE("4bit nested: dequantize is a product and a separate add", "[4bit][nested]") {
+TEST_CASE("4bit nested: dequantize is a product and a separate add", "[4bit][nested]"
+          "[fn:kbit_nested_absmax_dequantize]") {
     const auto code = dynamic_map(true);
     for (int64_t nbs : {int64_t{256}, int64_t{64}}) {
         DYNAMIC_SECTION("nested_blocksize " << nbs) {
@@ -107,8 +108,9 @@ TEST_CASE("4bit nested: dequantize is a product and a separate add", "[4bit][nes
     }
 }
 
-TEMPLATE_TEST_CASE("4bit nested: checkpoint round trip reproduces bitsandbytes' restore", "[4bit][nested]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit nested: checkpoint round trip reproduces bitsandbytes' restore", "[4bit][nested]"
+                   FN_4BIT_QUANTIZE FN_4BIT_DEQUANTIZE
+                   "[fn:kbit_nested_absmax_quantize][fn:kbit_nested_absmax_dequantize]", float, kbit_half, kbit_bf16) {
     using T = TestType;
     const auto code = dynamic_map(true);
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {

@@ -108,8 +108,8 @@ std::vector<T> threshold_edges(QuantType q, int64_t bs) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("4bit quantize: bytes and absmax equal the reference and the format rules", "[4bit][quantize]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: bytes and absmax equal the reference and the format rules", "[4bit][quantize]"
+                   FN_4BIT_QUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : kBlocksizes) {
@@ -127,8 +127,8 @@ TEMPLATE_TEST_CASE("4bit quantize: bytes and absmax equal the reference and the 
     }
 }
 
-TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][quantize]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][quantize]" FN_4BIT_QUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : kBlocksizes) {
@@ -159,8 +159,8 @@ TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][q
 // Long runs of blocks (backends may treat several blocks at once, the CPU one 16 small blocks of
 // 16-bit values): each special block of special_blocks() alone at every position in a run of 40
 // normal blocks, so it meets each slot of a group.
-TEMPLATE_TEST_CASE("4bit quantize: special blocks at every position of a long run", "[4bit][quantize]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: special blocks at every position of a long run", "[4bit][quantize]" FN_4BIT_QUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}}) {
@@ -180,8 +180,8 @@ TEMPLATE_TEST_CASE("4bit quantize: special blocks at every position of a long ru
     }
 }
 
-TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4bit][quantize]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4bit][quantize]" FN_4BIT_QUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{256}}) {
@@ -211,7 +211,8 @@ TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4
 
 // fp32 NaNs with any payload code 0, like the quiet NaN (a kernel that reads a bucket or table
 // index from a value's low bits must not take one from a NaN's payload).
-TEST_CASE("4bit quantize: fp32 NaN payloads code 0", "[4bit][quantize]") {
+TEST_CASE("4bit quantize: fp32 NaN payloads code 0", "[4bit][quantize]"
+          "[fn:cquantize_blockwise_fp32_fp4][fn:cquantize_blockwise_fp32_nf4]") {
     const uint32_t payloads[] = {0x7FC00001u, 0x7FC0001Fu, 0x7FC00011u, 0x7F800001u, 0x7F80001Eu,
                                  0xFFC00003u, 0xFFBFFFFFu, 0x7FFFFFFFu, 0xFF80000Du, 0x7FC0FFFFu};
     for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{4096}}) {
@@ -239,7 +240,8 @@ TEST_CASE("4bit quantize: fp32 NaN payloads code 0", "[4bit][quantize]") {
 // Every value of [-1, 1] a 16-bit type holds, and fp32 values 509 ulps apart across it, each block
 // led by 1.0 so that y = x: every code boundary of a kernel's search (or bucket edge of a table
 // look-up) is met or closely straddled.
-TEMPLATE_TEST_CASE("4bit quantize: a sweep from -1 to 1", "[4bit][quantize]", float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: a sweep from -1 to 1", "[4bit][quantize]" FN_4BIT_QUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     std::vector<float> v;
     if constexpr (std::is_same_v<T, float>) {
@@ -268,8 +270,8 @@ TEMPLATE_TEST_CASE("4bit quantize: a sweep from -1 to 1", "[4bit][quantize]", fl
     }
 }
 
-TEMPLATE_TEST_CASE("4bit quantize: large odd n across thread boundaries", "[4bit][quantize]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: large odd n across thread boundaries", "[4bit][quantize]" FN_4BIT_QUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     const int64_t n = (int64_t{3} << 20) + 7;
     const auto x = weights<T>(static_cast<size_t>(n), 5);
@@ -280,8 +282,8 @@ TEMPLATE_TEST_CASE("4bit quantize: large odd n across thread boundaries", "[4bit
             }
 }
 
-TEMPLATE_TEST_CASE("4bit quantize: round trip error within half the largest table gap", "[4bit][quantize]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: round trip error within half the largest table gap", "[4bit][quantize]"
+                   FN_4BIT_QUANTIZE FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : kBlocksizes) {
@@ -308,8 +310,8 @@ TEMPLATE_TEST_CASE("4bit quantize: round trip error within half the largest tabl
     }
 }
 
-TEMPLATE_TEST_CASE("4bit quantize: kbit_quantize_4bit equals the bitsandbytes-named functions", "[4bit][quantize]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit quantize: kbit_quantize_4bit equals the bitsandbytes-named functions", "[4bit][quantize]"
+                   FN_4BIT_QUANTIZE "[fn:kbit_quantize_4bit]", float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         for (int64_t bs : {int64_t{64}, int64_t{2048}}) {

@@ -62,7 +62,8 @@ void check_golden(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 
 }  // namespace
 
-TEST_CASE("4bit torchao: to_nf4 and get_original_weight byte for byte against torchao", "[4bit][torchao]") {
+TEST_CASE("4bit torchao: to_nf4 and get_original_weight byte for byte against torchao", "[4bit][torchao]"
+          FN_4BIT_TORCHAO) {
     const auto [index, blob] = load_golden("torchao_nf4.json", "torchao_nf4.bin");
     REQUIRE(index.at("cases").size() == 33);
     for (const auto& c : index.at("cases")) {
@@ -76,8 +77,8 @@ TEST_CASE("4bit torchao: to_nf4 and get_original_weight byte for byte against to
     }
 }
 
-TEMPLATE_TEST_CASE("4bit torchao: backend equals the reference; round trip error", "[4bit][torchao]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("4bit torchao: backend equals the reference; round trip error", "[4bit][torchao]" FN_4BIT_TORCHAO,
+                   float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (int64_t bs : {int64_t{64}, int64_t{32}, int64_t{256}}) {
         DYNAMIC_SECTION(kbit::Elem<T>::name << " block_size " << bs << " scaler_block_size 256") {

@@ -16,6 +16,8 @@ namespace {
 
 // A large call with `code`: backends may keep per-table structures (the CPU builds one only for calls
 // of 16K elements or more and caches it by content), so cases are checked before and after this.
+// Whatever their element type, the cases that call it call cquantize_blockwise_fp32 (their tag
+// [fn:cquantize_blockwise_fp32:all-types], functions.h).
 void warm_table(const std::vector<float>& code) {
     const size_t n = size_t{1} << 15;
     DeviceBuffer<float> dcode(code), din(normal_floats(n, 99)), dabsmax(n / 64);
@@ -112,8 +114,8 @@ std::vector<uint8_t> random_codes(int64_t n, uint32_t seed) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("8bit blockwise: quantize equals the reference on every table and blocksize", "[8bit][quantize]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("8bit blockwise: quantize equals the reference on every table and blocksize", "[8bit][quantize]"
+                   FN_8BIT_QUANTIZE "[fn:cquantize_blockwise_fp32:all-types]", float, kbit_half, kbit_bf16) {
     for (const auto& table : code_tables())
         for (int64_t B : kBlocksizes8) {
             const int64_t n = 5 * B + B / 2 + 3;  // partial last block, odd tail
@@ -124,7 +126,8 @@ TEMPLATE_TEST_CASE("8bit blockwise: quantize equals the reference on every table
 }
 
 TEMPLATE_TEST_CASE("8bit blockwise: quantize of large inputs (threads, streaming stores) equals the reference",
-                   "[8bit][quantize]", float, kbit_half, kbit_bf16) {
+                   "[8bit][quantize]" FN_8BIT_QUANTIZE "[fn:cquantize_blockwise_fp32:all-types]",
+                   float, kbit_half, kbit_bf16) {
     const auto& code = code_tables()[0].code;
     // 4M codes and more leave through non-temporal stores on the CPU backend.
     check_quantize<TestType>(code, normal_floats((size_t{1} << 22) + 77, 3), 4096, "dynamic-signed large");
@@ -132,7 +135,8 @@ TEMPLATE_TEST_CASE("8bit blockwise: quantize of large inputs (threads, streaming
 }
 
 TEMPLATE_TEST_CASE("8bit blockwise: blocksizes 8192 and 16384 (8bit 1.1) equal the reference, or are rejected by 1.0",
-                   "[8bit][quantize][dequantize]", float, kbit_half, kbit_bf16) {
+                   "[8bit][quantize][dequantize]" FN_8BIT_QUANTIZE FN_8BIT_DEQUANTIZE
+                   "[fn:cquantize_blockwise_fp32:all-types]", float, kbit_half, kbit_bf16) {
     const auto& code = code_tables()[0].code;
     for (int64_t B : {int64_t{8192}, int64_t{16384}}) {
         const int64_t n = 3 * B + B / 2 + 3;
@@ -152,14 +156,16 @@ TEMPLATE_TEST_CASE("8bit blockwise: blocksizes 8192 and 16384 (8bit 1.1) equal t
     }
 }
 
-TEST_CASE("8bit blockwise: quantize fp32 probes every float near every midpoint, blocksize 256", "[8bit][quantize]") {
+TEST_CASE("8bit blockwise: quantize fp32 probes every float near every midpoint, blocksize 256", "[8bit][quantize]"
+          "[fn:cquantize_blockwise_fp32]") {
     // Dense sweep: 64 consecutive floats on both sides of every midpoint of every table.
     for (const auto& table : code_tables())
         check_quantize<float>(table.code, probe_blocks(midpoint_neighbours(table.code, 32), 256), 256,
                               table.name + " midpoint sweep");
 }
 
-TEST_CASE("8bit blockwise: a table rewritten in place is not mistaken for the old one", "[8bit][quantize]") {
+TEST_CASE("8bit blockwise: a table rewritten in place is not mistaken for the old one", "[8bit][quantize]"
+          "[fn:cquantize_blockwise_fp32]") {
     // A cache keyed by the table pointer would reuse the first table's structure here.
     const auto x = normal_floats(64 * 1024, 21);
     DeviceBuffer<float> dcode(dynamic_map(true));
@@ -179,7 +185,8 @@ TEST_CASE("8bit blockwise: a table rewritten in place is not mistaken for the ol
     }
 }
 
-TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, blocksize 64", "[8bit][quantize]") {
+TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, blocksize 64", "[8bit][quantize]"
+          "[fn:cquantize_blockwise_fp32]") {
     const auto code = dynamic_map(true);
     std::vector<float> x(4 * 64, 0.0f);                    // block 0: zeros
     for (int i = 64; i < 128; ++i) x[i] = NAN;             // block 1: all NaN
@@ -222,8 +229,8 @@ TEST_CASE("8bit blockwise: documented special cases of quantize, dynamic map, bl
     for (int i = 64; i < 74; ++i) CHECK(tail_q[i] == 0);
 }
 
-TEMPLATE_TEST_CASE("8bit blockwise: dequantize equals the reference", "[8bit][dequantize]", float, kbit_half,
-                   kbit_bf16) {
+TEMPLATE_TEST_CASE("8bit blockwise: dequantize equals the reference", "[8bit][dequantize]" FN_8BIT_DEQUANTIZE,
+                   float, kbit_half, kbit_bf16) {
     for (const auto& table : code_tables())
         for (int64_t B : kBlocksizes8)
             // Last blocks of 7 and of B/2 + 3 elements: short and long partial blocks, neither a
@@ -234,7 +241,7 @@ TEMPLATE_TEST_CASE("8bit blockwise: dequantize equals the reference", "[8bit][de
 }
 
 TEMPLATE_TEST_CASE("8bit blockwise: dequantize of large outputs (streaming stores, threads, misaligned)",
-                   "[8bit][dequantize]", float, kbit_half, kbit_bf16) {
+                   "[8bit][dequantize]" FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     const int64_t n = (int64_t{1} << 22) + 100;
     const auto codes = random_codes(n, 12);
     for (int64_t B : {int64_t{64}, int64_t{4096}}) {
@@ -244,7 +251,8 @@ TEMPLATE_TEST_CASE("8bit blockwise: dequantize of large outputs (streaming store
     }
 }
 
-TEST_CASE("8bit blockwise: quantize then dequantize stays within half a code step", "[8bit][roundtrip]") {
+TEST_CASE("8bit blockwise: quantize then dequantize stays within half a code step", "[8bit][roundtrip]"
+          "[fn:cquantize_blockwise_fp32][fn:cdequantize_blockwise_fp32]") {
     // Independent of the reference: |x - deq(q(x))| <= absmax * (gap to the neighbouring code) / 2.
     const auto code = dynamic_map(true);
     const auto x = normal_floats(1 << 16, 31);
@@ -267,8 +275,9 @@ TEST_CASE("8bit blockwise: quantize then dequantize stays within half a code ste
     }
 }
 
-TEMPLATE_TEST_CASE("8bit blockwise: 64-bit entry points equal the bitsandbytes names", "[8bit][kbit]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("8bit blockwise: 64-bit entry points equal the bitsandbytes names", "[8bit][kbit]" FN_8BIT_QUANTIZE
+                   FN_8BIT_DEQUANTIZE "[fn:kbit_quantize_blockwise_8bit][fn:kbit_dequantize_blockwise_8bit]",
+                   float, kbit_half, kbit_bf16) {
     const auto code = dynamic_map(false);
     const int64_t n = 10000, B = 128;
     const auto in = to_elems<TestType>(special_input(n, B, 41));
@@ -288,7 +297,9 @@ TEMPLATE_TEST_CASE("8bit blockwise: 64-bit entry points equal the bitsandbytes n
     CHECK(first_bit_difference(back1.download(), back2.download()) < 0);
 }
 
-TEST_CASE("8bit blockwise: n == 0 succeeds without touching any pointer", "[8bit][kbit]") {
+TEST_CASE("8bit blockwise: n == 0 succeeds without touching any pointer", "[8bit][kbit]"
+          "[fn:cquantize_blockwise_fp32][fn:cdequantize_blockwise_bf16][fn:kbit_quantize_blockwise_8bit]"
+          "[fn:kbit_dequantize_blockwise_8bit]") {
     const auto& b = backend().fns_8bit;
     CHECK(b.cquantize_blockwise_fp32(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
     CHECK(b.cdequantize_blockwise_bf16(nullptr, nullptr, nullptr, nullptr, 4096, 0, nullptr) == KBIT_STATUS_SUCCESS);
@@ -298,7 +309,8 @@ TEST_CASE("8bit blockwise: n == 0 succeeds without touching any pointer", "[8bit
           KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("8bit blockwise: concurrent quantize calls with different tables are exact", "[8bit][quantize]") {
+TEST_CASE("8bit blockwise: concurrent quantize calls with different tables are exact", "[8bit][quantize]"
+          "[fn:cquantize_blockwise_fp32]") {
     // Per-table structures built and cached concurrently must not mix tables. Only backend calls run
     // in the region (Catch assertions are not thread-safe).
     const int64_t n = 1 << 16, B = 256;

@@ -31,8 +31,8 @@ struct Out {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("8bit errors: cquantize_blockwise / cdequantize_blockwise reject bad input", "[8bit][errors]", float,
-                   kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("8bit errors: cquantize_blockwise / cdequantize_blockwise reject bad input", "[8bit][errors]"
+                   FN_8BIT_QUANTIZE FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     const std::string q = std::string("cquantize_blockwise_") + kbit::Elem<TestType>::name;
     const std::string d = std::string("cdequantize_blockwise_") + kbit::Elem<TestType>::name;
     DeviceBuffer<float> code(dynamic_map(true));
@@ -81,7 +81,7 @@ TEMPLATE_TEST_CASE("8bit errors: cquantize_blockwise / cdequantize_blockwise rej
 }
 
 TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise_8bit reject bad input",
-          "[8bit][errors]") {
+          "[8bit][errors]" "[fn:kbit_quantize_blockwise_8bit][fn:kbit_dequantize_blockwise_8bit]") {
     const auto& b = backend().fns_8bit;
     const std::string q = "kbit_quantize_blockwise_8bit", d = "kbit_dequantize_blockwise_8bit";
     DeviceBuffer<float> code(dynamic_map(true)), in(256), absmax_in(4);
@@ -131,7 +131,7 @@ TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise
     CHECK(deq.untouched());
 }
 
-TEST_CASE("8bit errors: cint8_vector_quant rejects bad input", "[8bit][errors]") {
+TEST_CASE("8bit errors: cint8_vector_quant rejects bad input", "[8bit][errors]" "[fn:cint8_vector_quant]") {
     const auto& b = backend().fns_8bit;
     const std::string f = "cint8_vector_quant: ";
     DeviceBuffer<kbit_half> A(64);
@@ -150,7 +150,8 @@ TEST_CASE("8bit errors: cint8_vector_quant rejects bad input", "[8bit][errors]")
     CHECK(stats.untouched());
 }
 
-TEST_CASE("8bit errors: kbit_int8_vectorwise_quant rejects bad input", "[8bit][errors]") {
+TEST_CASE("8bit errors: kbit_int8_vectorwise_quant rejects bad input", "[8bit][errors]"
+          "[fn:kbit_int8_vectorwise_quant]") {
     const auto& b = backend().fns_8bit;
     const std::string f = "kbit_int8_vectorwise_quant: ";
     DeviceBuffer<kbit_half> A(64);
@@ -179,7 +180,8 @@ TEST_CASE("8bit errors: kbit_int8_vectorwise_quant rejects bad input", "[8bit][e
     CHECK(cols.untouched());
 }
 
-TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit][errors]") {
+TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit][errors]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32][fn:cigemmlt_8][fn:cigemmlt_8_rowscale]") {
     const auto& b = backend().fns_8bit;
     using Fn = kbit_status (*)(kbit_context*, int, int, int, const int8_t*, const int8_t*, void*, float*, int, int, int,
                                void*);
@@ -223,7 +225,7 @@ TEST_CASE("8bit errors: cigemmlt_32 / _8 / _8_rowscale reject bad input", "[8bit
     CHECK(C.untouched());
 }
 
-TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][errors]") {
+TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][errors]" "[fn:cdequant_mm_int32_fp16]") {
     const auto& b = backend().fns_8bit;
     const std::string f = "cdequant_mm_int32_fp16: ";
     DeviceBuffer<int32_t> A(12);
@@ -244,7 +246,8 @@ TEST_CASE("8bit errors: cdequant_mm_int32_fp16 rejects bad input", "[8bit][error
     CHECK(out.untouched());
 }
 
-TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit][errors]") {
+TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit][errors]"
+          "[fn:kbit_int8_outlier_matmul_fp16]") {
     const auto& b = backend().fns_8bit;
     const std::string f = "kbit_int8_outlier_matmul_fp16: ";
     DeviceBuffer<kbit_half> A(2 * 8);
@@ -276,7 +279,9 @@ TEST_CASE("8bit errors: kbit_int8_outlier_matmul_fp16 rejects bad input", "[8bit
 
 // A zero dimension makes an empty call (success, nothing read or written), whatever the other sizes:
 // the size checks once divided by it (SIGFPE).
-TEST_CASE("8bit errors: a zero dimension is an empty call, never a division by zero", "[8bit][errors]") {
+TEST_CASE("8bit errors: a zero dimension is an empty call, never a division by zero", "[8bit][errors]"
+          "[fn:cint8_vector_quant][fn:cdequant_mm_int32_fp16][fn:kbit_int8_vectorwise_quant]"
+          "[fn:kbit_int8_outlier_matmul_fp16]") {
     const auto& b = backend().fns_8bit;
     Out<int8_t> out(64);
     Out<float> stats(8);

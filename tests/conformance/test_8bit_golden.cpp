@@ -37,7 +37,7 @@ void check_case(const nlohmann::json& c, const std::vector<uint8_t>& blob) {
 }  // namespace
 
 TEST_CASE("8bit golden: dequantize equals bitsandbytes' cdequantize_blockwise_cpu, fp32/bf16/fp16, blocksizes 32-4096",
-          "[8bit][golden]") {
+          "[8bit][golden]" FN_8BIT_DEQUANTIZE "[fn:kbit_dequantize_blockwise_8bit]") {
     const auto [index, blob] = load_golden("8bit_index.json", "8bit_dequant.bin");
     REQUIRE(index["file"].get<std::string>() == "8bit_dequant.bin");
     REQUIRE(blob.size() == index["bytes"].get<size_t>());

@@ -84,7 +84,8 @@ const Shape kShapes[] = {
 
 }  // namespace
 
-TEST_CASE("8bit igemm: cigemmlt_32 equals the exact int64 product (shapes, padded ld, extremes)", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: cigemmlt_32 equals the exact int64 product (shapes, padded ld, extremes)", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32]") {
     for (const Shape& s : kShapes)
         for (int mode : {0, 1, 2}) {
             INFO("m " << s.m << " n " << s.n << " k " << s.k << " pads " << s.pad_a << "," << s.pad_b << "," << s.pad_c
@@ -99,7 +100,8 @@ TEST_CASE("8bit igemm: cigemmlt_32 equals the exact int64 product (shapes, padde
         }
 }
 
-TEST_CASE("8bit igemm: cigemmlt_32 wraps like an int32 accumulator beyond 2^31", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: cigemmlt_32 wraps like an int32 accumulator beyond 2^31", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32]") {
     // 200000 products of (-128)(-128) = 3276800000 > INT32_MAX.
     const Shape s{200000, 2, 3, 0, 0, 0};
     const auto A = int8_data(size_t(s.k) * s.m, 1, 2);
@@ -108,7 +110,8 @@ TEST_CASE("8bit igemm: cigemmlt_32 wraps like an int32 accumulator beyond 2^31",
     for (int32_t v : got) CHECK(v == wrap32(int64_t{16384} * 200000));
 }
 
-TEST_CASE("8bit igemm: m == 0 gives zeros, n or k == 0 writes nothing", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: m == 0 gives zeros, n or k == 0 writes nothing", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32][fn:cigemmlt_8]") {
     const Shape s{0, 3, 4, 0, 0, 0};
     const auto got = run<int32_t>(backend().fns_8bit.cigemmlt_32, s, {}, {}, nullptr);
     CHECK(got == std::vector<int32_t>(12, 0));
@@ -120,7 +123,8 @@ TEST_CASE("8bit igemm: m == 0 gives zeros, n or k == 0 writes nothing", "[8bit][
     backend().fns_8bit.kbit_context_destroy(ctx);
 }
 
-TEST_CASE("8bit igemm: cigemmlt_8 saturates the exact sum to int8", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: cigemmlt_8 saturates the exact sum to int8", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_8]") {
     for (const Shape& s : {Shape{40, 9, 13, 2, 0, 3}, Shape{600, 20, 70, 0, 0, 0}}) {
         INFO("m " << s.m << " n " << s.n << " k " << s.k);
         // Small values so that many sums fall inside [-128, 127].
@@ -140,7 +144,8 @@ TEST_CASE("8bit igemm: cigemmlt_8 saturates the exact sum to int8", "[8bit][igem
     }
 }
 
-TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_8_rowscale]") {
     const Shape s{50, 11, 9, 0, 0, 0};
     auto A = int8_data(size_t(s.k) * s.m, 9, 0);
     auto B = int8_data(size_t(s.n) * s.m, 10, 0);
@@ -168,7 +173,8 @@ TEST_CASE("8bit igemm: cigemmlt_8_rowscale rounds half to even and saturates", "
         CHECK(kbit::int8_saturate(v) == (v > 127 ? 127 : (v < -128 ? -128 : v)));
 }
 
-TEST_CASE("8bit igemm: contexts are independent and destroy accepts NULL", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: contexts are independent and destroy accepts NULL", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy]") {
     kbit_context* a = backend().fns_8bit.get_context();
     kbit_context* b = backend().fns_8bit.get_context();
     REQUIRE(a != nullptr);
@@ -205,7 +211,8 @@ void check_calls_from_openmp_region(const Shape& s) {
     }
 }
 
-TEST_CASE("8bit igemm: calls from inside a caller's OpenMP region are exact", "[8bit][igemm]") {
+TEST_CASE("8bit igemm: calls from inside a caller's OpenMP region are exact", "[8bit][igemm]"
+          "[fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32]") {
     // Per-worker scratch must not be indexed by the caller's thread number. The second shape is a
     // single job, which the CPU backend runs on the calling thread without a parallel region.
     check_calls_from_openmp_region(Shape{700, 40, 170, 0, 0, 0});

@@ -48,8 +48,8 @@ VectorQuantResult backend_vector_quant(const std::vector<kbit_half>& A, float th
 
 }  // namespace
 
-TEST_CASE("8bit int8: cint8_vector_quant equals the reference, thresholds 0, 6 and a non-fp16 one",
-          "[8bit][int8]") {
+TEST_CASE("8bit int8: cint8_vector_quant equals the reference, thresholds 0, 6 and a non-fp16 one", "[8bit][int8]"
+          "[fn:cint8_vector_quant]") {
     for (float threshold : {0.0f, 6.0f, 6.001f, INFINITY})
         for (auto [rows, cols] : {std::pair{1, 1}, std::pair{3, 7}, std::pair{33, 100}, std::pair{64, 4096},
                                   std::pair{700, 129}}) {
@@ -64,8 +64,8 @@ TEST_CASE("8bit int8: cint8_vector_quant equals the reference, thresholds 0, 6 a
         }
 }
 
-TEST_CASE("8bit int8: cint8_vector_quant follows the LLM.int8 formula (independent check), threshold 6",
-          "[8bit][int8]") {
+TEST_CASE("8bit int8: cint8_vector_quant follows the LLM.int8 formula (independent check), threshold 6", "[8bit][int8]"
+          "[fn:cint8_vector_quant]") {
     const int rows = 40, cols = 301;
     const auto A = to_elems<kbit_half>(activations(rows, cols, 8));
     const auto got = backend_vector_quant(A, 6.0f, rows, cols);
@@ -106,7 +106,8 @@ TEST_CASE("8bit int8: the quantizer's float -> int8 rule wraps the low byte, tie
     CHECK(kbit::int8_quantize_element(6.0f, 1.0f, 0.0f) == 6);          // threshold 0: no outliers
 }
 
-TEST_CASE("8bit int8: kbit_int8_vectorwise_quant flags outlier columns and zeroes them", "[8bit][int8]") {
+TEST_CASE("8bit int8: kbit_int8_vectorwise_quant flags outlier columns and zeroes them", "[8bit][int8]"
+          "[fn:kbit_int8_vectorwise_quant]") {
     for (auto [rows, cols] : {std::pair{1, 50}, std::pair{2, 9}, std::pair{37, 515}, std::pair{128, 4096}}) {
         for (float threshold : {0.0f, 6.0f}) {
             INFO("rows " << rows << " cols " << cols << " threshold " << threshold);
@@ -143,7 +144,8 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant flags outlier columns and zeroe
     }
 }
 
-TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with threshold 0 accepts NULL outlier_cols", "[8bit][int8]") {
+TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with threshold 0 accepts NULL outlier_cols", "[8bit][int8]"
+          "[fn:kbit_int8_vectorwise_quant]") {
     const int rows = 5, cols = 17;
     const auto A = to_elems<kbit_half>(activations(rows, cols, 2));
     DeviceBuffer<kbit_half> dA(A);
@@ -158,7 +160,8 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with threshold 0 accepts NULL o
     CHECK(dout.download() == want);
 }
 
-TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with no rows clears the outlier flags", "[8bit][int8]") {
+TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with no rows clears the outlier flags", "[8bit][int8]"
+          "[fn:kbit_int8_vectorwise_quant]") {
     DeviceBuffer<uint8_t> dcols(10);
     dcols.fill_bytes(0x5A);
     require_ok(backend().fns_8bit.kbit_int8_vectorwise_quant(nullptr, nullptr, nullptr, dcols.get(), 6.0f, 0, 10, nullptr),
@@ -166,7 +169,8 @@ TEST_CASE("8bit int8: kbit_int8_vectorwise_quant with no rows clears the outlier
     CHECK(dcols.download() == std::vector<uint8_t>(10, 0));
 }
 
-TEST_CASE("8bit int8: cdequant_mm_int32_fp16 equals the reference, with and without bias", "[8bit][int8]") {
+TEST_CASE("8bit int8: cdequant_mm_int32_fp16 equals the reference, with and without bias", "[8bit][int8]"
+          "[fn:cdequant_mm_int32_fp16]") {
     CHECK(kbit::float_bits(kbit::kMmDequantScale) == 0x38820610u);
     CHECK(kbit::kMmDequantScale == 6.200012e-05f);
     for (auto [rows, cols] : {std::pair{1, 1}, std::pair{3, 13}, std::pair{64, 4096}, std::pair{513, 77}}) {
@@ -205,7 +209,8 @@ TEST_CASE("8bit int8: cdequant_mm_int32_fp16 equals the reference, with and with
     }
 }
 
-TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 equals the reference", "[8bit][int8]") {
+TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 equals the reference", "[8bit][int8]"
+          "[fn:kbit_int8_outlier_matmul_fp16]") {
     for (auto [rows, outs, ins] : {std::tuple{1, 1, 1}, std::tuple{4, 9, 33}, std::tuple{16, 300, 129},
                                    std::tuple{70, 64, 512}}) {
         INFO("rows " << rows << " out " << outs << " in " << ins);
@@ -231,7 +236,8 @@ TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 equals the reference", "[8bi
     }
 }
 
-TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 without outlier columns leaves out untouched", "[8bit][int8]") {
+TEST_CASE("8bit int8: kbit_int8_outlier_matmul_fp16 without outlier columns leaves out untouched", "[8bit][int8]"
+          "[fn:kbit_int8_outlier_matmul_fp16]") {
     const int rows = 3, outs = 20, ins = 40;
     const auto A = to_elems<kbit_half>(normal_floats(rows * ins, 1));
     std::vector<int8_t> W(outs * ins, 5);

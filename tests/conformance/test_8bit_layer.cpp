@@ -101,7 +101,9 @@ Bound bound_at(const Layer& l, const Run& r, int t, int o) {
 
 }  // namespace
 
-TEST_CASE("8bit layer: LLM.int8 linear layer with outliers through the ABI, threshold 6.0, fp16", "[8bit][layer]") {
+TEST_CASE("8bit layer: LLM.int8 linear layer with outliers through the ABI, threshold 6.0, fp16", "[8bit][layer]"
+          "[fn:cint8_vector_quant][fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32][fn:cdequant_mm_int32_fp16]"
+          "[fn:kbit_int8_vectorwise_quant][fn:kbit_int8_outlier_matmul_fp16]") {
     for (int T : {1, 64}) {
         const Layer l = make_layer(T, 512, 256);
         const Run r = run_layer(l, true);
@@ -129,7 +131,9 @@ TEST_CASE("8bit layer: LLM.int8 linear layer with outliers through the ABI, thre
     }
 }
 
-TEST_CASE("8bit layer: without the fp16 outlier part the same bound fails (the check can fail)", "[8bit][layer]") {
+TEST_CASE("8bit layer: without the fp16 outlier part the same bound fails (the check can fail)", "[8bit][layer]"
+          "[fn:cint8_vector_quant][fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32][fn:cdequant_mm_int32_fp16]"
+          "[fn:kbit_int8_vectorwise_quant]") {
     const Layer l = make_layer(16, 512, 128);
     const Run r = run_layer(l, false);
     int violations = 0;

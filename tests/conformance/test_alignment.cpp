@@ -54,7 +54,8 @@ std::vector<uint8_t> element_bytes(size_t n, uint32_t seed) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same bytes at any element-aligned address",
-                   "[4bit][alignment]", float, kbit_half, kbit_bf16) {
+                   "[4bit][alignment]" FN_4BIT_QUANTIZE_NF4 FN_4BIT_DEQUANTIZE_NF4 FN_4BIT_GEMV,
+                   float, kbit_half, kbit_bf16) {
     if (!backend().has_4bit()) return;
     using T = TestType;
     constexpr int bs = 64, rows = 13, cols = 5 * bs, n = rows * cols;  // whole blocks per row: the SIMD GEMV
@@ -91,7 +92,7 @@ TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same
 }
 
 TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the same bytes at any element-aligned address",
-                   "[8bit][alignment]", float, kbit_half, kbit_bf16) {
+                   "[8bit][alignment]" FN_8BIT_QUANTIZE FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     if (!backend().has_8bit()) return;
     using T = TestType;
     constexpr int n = 3 * 256 + 77, bs = 256;
@@ -119,7 +120,8 @@ TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the 
     }
 }
 
-TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same bytes at odd addresses", "[8bit][alignment]") {
+TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same bytes at odd addresses", "[8bit][alignment]"
+          "[fn:cint8_vector_quant][fn:get_context][fn:kbit_context_destroy][fn:cigemmlt_32]") {
     if (!backend().has_8bit()) return;
     const auto& b = backend().fns_8bit;
     constexpr int rows = 5, cols = 67, outs = 7;  // odd sizes: no row starts on a vector boundary
@@ -151,7 +153,10 @@ TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same byte
     CHECK(b.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("alignment: 8-bit optimizers give the same bytes at any element-aligned address", "[optim8][alignment]") {
+TEST_CASE("alignment: 8-bit optimizers give the same bytes at any element-aligned address", "[optim8][alignment]"
+          "[fn:cadam_8bit_blockwise_grad_fp32][fn:cadam_8bit_blockwise_grad_fp16][fn:cadam_8bit_blockwise_grad_bf16]"
+          "[fn:cmomentum_8bit_blockwise_grad_fp32][fn:cmomentum_8bit_blockwise_grad_fp16]"
+          "[fn:cmomentum_8bit_blockwise_grad_bf16]") {
     if (!backend().has_optim8()) return;
     constexpr int n = 2 * 256 + 45;
     const auto q1 = bytes_of(dynamic_map(true)), q2 = bytes_of(dynamic_map(false));

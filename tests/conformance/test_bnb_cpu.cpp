@@ -36,7 +36,8 @@ double as_double(kbit_bf16 x) { return kbit::bf16_to_float(x.bits); }
 
 }  // namespace
 
-TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", "[bnb_cpu][gemv]") {
+TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", "[bnb_cpu][gemv]"
+          "[fn:gemv_4bit_inference_cpu_fp4_bf16][fn:gemv_4bit_inference_cpu_nf4_bf16]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     struct Case {
@@ -87,7 +88,8 @@ TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", 
     }
 }
 
-TEST_CASE("bnb_cpu: GEMV is exact when every product and sum is", "[bnb_cpu][gemv]") {
+TEST_CASE("bnb_cpu: GEMV is exact when every product and sum is", "[bnb_cpu][gemv]"
+          "[fn:gemv_4bit_inference_cpu_nf4_bf16]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     const int64_t M = 2, N = 64, K = 128, bs = 64;
@@ -112,7 +114,8 @@ TEST_CASE("bnb_cpu: GEMV is exact when every product and sum is", "[bnb_cpu][gem
         }
 }
 
-TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[bnb_cpu][8bit]") {
+TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[bnb_cpu][8bit]"
+          "[fn:cquantize_blockwise_cpu_fp32][fn:cdequantize_blockwise_cpu_bf16]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     const auto code = dynamic_map(true);
@@ -142,7 +145,8 @@ TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[b
     }
 }
 
-TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]") {
+TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]"
+          "[fn:cdequantize_blockwise_cpu_fp4_fp16][fn:cdequantize_blockwise_cpu_nf4_fp16]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     struct Case {
@@ -164,7 +168,10 @@ TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the referenc
     }
 }
 
-TEST_CASE("bnb_cpu: bad arguments are rejected before anything is written", "[bnb_cpu][errors]") {
+TEST_CASE("bnb_cpu: bad arguments are rejected before anything is written", "[bnb_cpu][errors]"
+          "[fn:cquantize_blockwise_cpu_fp32][fn:cquantize_blockwise_cpu_bf16][fn:cdequantize_blockwise_cpu_fp32]"
+          "[fn:cdequantize_blockwise_cpu_nf4_fp32][fn:gemv_4bit_inference_cpu_fp4_bf16]"
+          "[fn:gemv_4bit_inference_cpu_nf4_bf16]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     std::vector<float> code = dynamic_map(true), x(64, 1.0f), absmax(4, 5.0f);
@@ -186,7 +193,8 @@ TEST_CASE("bnb_cpu: bad arguments are rejected before anything is written", "[bn
     CHECK(f->cquantize_blockwise_cpu_bf16(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("bnb_cpu: feature queries name the kernels in use", "[bnb_cpu][core]") {
+TEST_CASE("bnb_cpu: feature queries name the kernels in use", "[bnb_cpu][core]"
+          "[fn:kbit_backend_info][fn:has_avx512f_cpu][fn:has_avx512bf16_cpu]") {
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     const std::string info = backend().fns_core.kbit_backend_info();

@@ -17,7 +17,7 @@ TEST_CASE("core: interface versions match the headers", "[core]") {
     CHECK(KBIT_MAKE_VERSION(1, 2) == 0x00010002u);
 }
 
-TEST_CASE("core: identity and probe", "[core]") {
+TEST_CASE("core: identity and probe", "[core]" "[fn:kbit_backend_probe][fn:kbit_backend_name][fn:kbit_backend_info]") {
     const auto& c = backend().fns_core;
     REQUIRE(c.kbit_backend_name() != nullptr);
     CHECK(std::string(c.kbit_backend_name()).size() > 0);
@@ -27,7 +27,7 @@ TEST_CASE("core: identity and probe", "[core]") {
     CHECK(c.kbit_backend_probe() == c.kbit_backend_probe());  // side-effect free and stable
 }
 
-TEST_CASE("core: status strings", "[core]") {
+TEST_CASE("core: status strings", "[core]" "[fn:kbit_status_string]") {
     const auto& c = backend().fns_core;
     CHECK(std::string(c.kbit_status_string(KBIT_STATUS_SUCCESS)) == "KBIT_STATUS_SUCCESS");
     CHECK(std::string(c.kbit_status_string(KBIT_STATUS_INVALID_ARGUMENT)) == "KBIT_STATUS_INVALID_ARGUMENT");
@@ -41,7 +41,8 @@ TEST_CASE("core: status strings", "[core]") {
     CHECK(std::string(c.kbit_status_string(6)) == "KBIT_STATUS_UNKNOWN");
 }
 
-TEST_CASE("core: errors are thread-local and name the function", "[core]") {
+TEST_CASE("core: errors are thread-local and name the function", "[core]"
+          "[fn:kbit_last_error_message][fn:kbit_device_malloc][fn:kbit_device_free]") {
     const auto& c = backend().fns_core;
     REQUIRE(c.kbit_device_malloc(nullptr, 16) == KBIT_STATUS_INVALID_ARGUMENT);
     CHECK(std::string(c.kbit_last_error_message()) == "kbit_device_malloc: ptr is NULL");
@@ -56,7 +57,9 @@ TEST_CASE("core: errors are thread-local and name the function", "[core]") {
     REQUIRE(c.kbit_device_free(p) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("core: memory round trip and bad copies", "[core]") {
+TEST_CASE("core: memory round trip and bad copies", "[core]"
+          "[fn:kbit_last_error_message][fn:kbit_device_malloc][fn:kbit_device_free][fn:kbit_memcpy]"
+          "[fn:kbit_stream_synchronize]") {
     const auto& c = backend().fns_core;
     std::vector<uint32_t> host(1000);
     for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint32_t>(i * 2654435761u);

@@ -66,7 +66,8 @@ void check_states(const Kernel32& k, const RefOptimizer& ref, Tolerance tol) {
 
 }  // namespace
 
-TEST_CASE("optim8 32-bit: every optimizer fp32/fp16/bf16 trains least squares for 60 steps like the fp64 reference", "[optim8][32bit]") {
+TEST_CASE("optim8 32-bit: every optimizer fp32/fp16/bf16 trains least squares for 60 steps like the fp64 reference",
+          "[optim8][32bit]" FN_OPTIM8_32BIT) {
     if (!backend().has_optim8()) return;
     const LeastSquares problem(kRows, kCols, kBatch, 21);
     for (const auto& f : optim32_functions()) {
@@ -104,7 +105,8 @@ TEST_CASE("optim8 32-bit: every optimizer fp32/fp16/bf16 trains least squares fo
     }
 }
 
-TEST_CASE("optim8 32-bit: update-norm clipping (max_unorm) fp32/bf16; unorm holds the norm; AdEMAMix ignores it", "[optim8][32bit][clip]") {
+TEST_CASE("optim8 32-bit: update-norm clipping (max_unorm) fp32/bf16; unorm holds the norm; AdEMAMix ignores it",
+          "[optim8][32bit][clip]" FN_OPTIM8_32BIT_FP32 FN_OPTIM8_32BIT_BF16) {
     if (!backend().has_optim8()) return;
     const LeastSquares problem(kRows, kCols, kBatch, 22);
     for (const auto& f : optim32_functions()) {
@@ -159,7 +161,8 @@ TEST_CASE("optim8 32-bit: update-norm clipping (max_unorm) fp32/bf16; unorm hold
     }
 }
 
-TEST_CASE("optim8 32-bit: skip_zeros leaves zero-gradient elements untouched fp32/bf16 (not with coupled decay, not AdEMAMix)", "[optim8][32bit][skip]") {
+TEST_CASE("optim8 32-bit: skip_zeros leaves zero-gradient elements untouched fp32/bf16 (not with coupled decay, not AdEMAMix)",
+          "[optim8][32bit][skip]" FN_OPTIM8_32BIT_FP32 FN_OPTIM8_32BIT_BF16) {
     if (!backend().has_optim8()) return;
     for (const auto& f : optim32_functions()) {
         if (f.dtype == KBIT_DTYPE_FP16) continue;
@@ -199,7 +202,8 @@ TEST_CASE("optim8 32-bit: skip_zeros leaves zero-gradient elements untouched fp3
     }
 }
 
-TEST_CASE("optim8 32-bit: fp16 and bf16 parameters are stored rounded to nearest even", "[optim8][32bit][rounding]") {
+TEST_CASE("optim8 32-bit: fp16 and bf16 parameters are stored rounded to nearest even", "[optim8][32bit][rounding]"
+          "[fn:cmomentum32bit_grad_16][fn:kbit_momentum32bit_grad_bf16]") {
     if (!backend().has_optim8()) return;
     // Momentum at step 1 with lr 1: p_new = p - g exactly in fp32, then one rounding to the type.
     for (int32_t dtype : {KBIT_DTYPE_FP16, KBIT_DTYPE_BF16}) {
@@ -222,7 +226,8 @@ TEST_CASE("optim8 32-bit: fp16 and bf16 parameters are stored rounded to nearest
     }
 }
 
-TEST_CASE("optim8 32-bit: weight decay placement fp32: decoupled after the step (Adam, AdEMAMix), before it (Lion), coupled (others)", "[optim8][32bit][decay]") {
+TEST_CASE("optim8 32-bit: weight decay placement fp32: decoupled after the step (Adam, AdEMAMix), before it (Lion), coupled (others)",
+          "[optim8][32bit][decay]" FN_OPTIM8_32BIT_FP32) {
     if (!backend().has_optim8()) return;
     // A large lr * wd (0.5) makes the placements differ by a large fraction of the step.
     for (const auto& f : optim32_functions()) {

@@ -93,7 +93,8 @@ void check_state(const Kernel8& k, int which, const std::vector<double>& want, d
 
 }  // namespace
 
-TEST_CASE("optim8 8-bit: every optimizer fp32/fp16/bf16 blocksize 256 takes exact steps on its dequantized states and re-quantizes within the map's resolution", "[optim8][8bit]") {
+TEST_CASE("optim8 8-bit: every optimizer fp32/fp16/bf16 blocksize 256 takes exact steps on its dequantized states and re-quantizes within the map's resolution",
+          "[optim8][8bit]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     const LeastSquares problem(kRows, kCols, kBatch, 31);
     for (const auto& f : optim8_functions()) {
@@ -137,7 +138,8 @@ TEST_CASE("optim8 8-bit: every optimizer fp32/fp16/bf16 blocksize 256 takes exac
     }
 }
 
-TEST_CASE("optim8 8-bit: 60 steps stay as close to the 32-bit optimizer as bitsandbytes' 8-bit test requires", "[optim8][8bit]") {
+TEST_CASE("optim8 8-bit: 60 steps stay as close to the 32-bit optimizer as bitsandbytes' 8-bit test requires",
+          "[optim8][8bit]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     // bitsandbytes' setting (test_optimizer8bit): p ~ 0.1 N(0,1), fresh gradients ~ 0.01 N(0,1) each
     // step, parameters resynchronised after each step; its thresholds are calibrated for this.

@@ -41,7 +41,8 @@ struct Call8 {
 
 }  // namespace
 
-TEST_CASE("optim8 8-bit edges: padding lanes of a partial block enter the absmax (fp32, blocksize 256)", "[optim8][8bit][padding]") {
+TEST_CASE("optim8 8-bit edges: padding lanes of a partial block enter the absmax (fp32, blocksize 256)",
+          "[optim8][8bit][padding]" FN_OPTIM8_8BIT_FP32) {
     if (!backend().has_optim8()) return;
     // 100 elements with a zero state (code 127 = 0.0) under an old absmax of 1: the padding lanes'
     // code 128 decays to Q1[128] * 1 * beta, larger than anything the tiny real gradients make.
@@ -76,7 +77,11 @@ TEST_CASE("optim8 8-bit edges: padding lanes of a partial block enter the absmax
     }
 }
 
-TEST_CASE("optim8 8-bit edges: skip_zeros keeps skipped states (re-quantized, deterministic) and parameters fp32/bf16", "[optim8][8bit][skip]") {
+TEST_CASE("optim8 8-bit edges: skip_zeros keeps skipped states (re-quantized, deterministic) and parameters fp32/bf16",
+          "[optim8][8bit][skip]" "[fn:cmomentum_8bit_blockwise_grad_fp32][fn:cmomentum_8bit_blockwise_grad_bf16]"
+          "[fn:crmsprop_8bit_blockwise_grad_fp32][fn:crmsprop_8bit_blockwise_grad_bf16]"
+          "[fn:clion_8bit_blockwise_grad_fp32][fn:clion_8bit_blockwise_grad_bf16][fn:cadagrad_8bit_blockwise_grad_fp32]"
+          "[fn:cadagrad_8bit_blockwise_grad_bf16]") {
     if (!backend().has_optim8()) return;
     for (const auto& f : optim8_functions()) {
         if (kbit::optim::two_state(f.kind) || f.dtype == KBIT_DTYPE_FP16) continue;
@@ -113,7 +118,8 @@ TEST_CASE("optim8 8-bit edges: skip_zeros keeps skipped states (re-quantized, de
     }
 }
 
-TEST_CASE("optim8 8-bit edges: an all-zero block gives absmax 0, state1 code 255, state2 code 0 (fp32/fp16/bf16)", "[optim8][8bit][zero]") {
+TEST_CASE("optim8 8-bit edges: an all-zero block gives absmax 0, state1 code 255, state2 code 0 (fp32/fp16/bf16)",
+          "[optim8][8bit][zero]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     for (const auto& f : optim8_functions()) {
         INFO(f.name);
@@ -139,7 +145,11 @@ TEST_CASE("optim8 8-bit edges: an all-zero block gives absmax 0, state1 code 255
     }
 }
 
-TEST_CASE("optim8 8-bit edges: NaN/Inf gradients zero Adam's and AdEMAMix's states and leave p, weight decay or not (fp32/fp16/bf16)", "[optim8][8bit][nan]") {
+TEST_CASE("optim8 8-bit edges: NaN/Inf gradients zero Adam's and AdEMAMix's states and leave p, weight decay or not (fp32/fp16/bf16)",
+          "[optim8][8bit][nan]"
+          "[fn:cadam_8bit_blockwise_grad_fp32][fn:cadam_8bit_blockwise_grad_fp16][fn:cadam_8bit_blockwise_grad_bf16]"
+          "[fn:cademamix_8bit_blockwise_grad_fp32][fn:cademamix_8bit_blockwise_grad_fp16]"
+          "[fn:cademamix_8bit_blockwise_grad_bf16]") {
     if (!backend().has_optim8()) return;
     for (const auto& f : optim8_functions()) {
         if (!kbit::optim::two_state(f.kind)) continue;
@@ -176,7 +186,8 @@ TEST_CASE("optim8 8-bit edges: NaN/Inf gradients zero Adam's and AdEMAMix's stat
     }
 }
 
-TEST_CASE("optim8 8-bit edges: AdEMAMix state1 = [m1 | m2], absmax1 = [m1 scales | m2 scales] for n % 256 != 0 (fp32)", "[optim8][8bit][ademamix]") {
+TEST_CASE("optim8 8-bit edges: AdEMAMix state1 = [m1 | m2], absmax1 = [m1 scales | m2 scales] for n % 256 != 0 (fp32)",
+          "[optim8][8bit][ademamix]" "[fn:cademamix_8bit_blockwise_grad_fp32]") {
     if (!backend().has_optim8()) return;
     const auto& f = optim8_function(Kind::AdEMAMix, KBIT_DTYPE_FP32);
     const size_t n = 300, blocks = 2;  // bitsandbytes' CUDA kernel would put m2's block-0 scale at [1]
@@ -205,7 +216,8 @@ TEST_CASE("optim8 8-bit edges: AdEMAMix state1 = [m1 | m2], absmax1 = [m1 scales
     }
 }
 
-TEST_CASE("optim8 8-bit edges: a code table whose last entry is not 1 quantizes to the nearest entry (fp32)", "[optim8][8bit][table]") {
+TEST_CASE("optim8 8-bit edges: a code table whose last entry is not 1 quantizes to the nearest entry (fp32)",
+          "[optim8][8bit][table]" "[fn:cmomentum_8bit_blockwise_grad_fp32]") {
     if (!backend().has_optim8()) return;
     // kbit decision: states are quantized with kbit::code8_index on the caller's table, which compares
     // with (c[254] + c[255]) / 2; bitsandbytes' kernel uses the constant 1.0 for c[255] there.

@@ -58,7 +58,8 @@ struct Buffers8 {
 
 }  // namespace
 
-TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched", "[optim8][args]") {
+TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched",
+          "[optim8][args]" FN_OPTIM8_32BIT) {
     if (!backend().has_optim8()) return;
     Buffers32 b;
     for (const auto& f : optim32_functions()) {
@@ -115,7 +116,8 @@ TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with e
     }
 }
 
-TEST_CASE("optim8 args: 8-bit blockwise optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched", "[optim8][args]") {
+TEST_CASE("optim8 args: 8-bit blockwise optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched",
+          "[optim8][args]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     Buffers8 b;
     for (const auto& f : optim8_functions()) {

@@ -208,7 +208,8 @@ void check_8bit(const Optim8Fn& f, int n, const Config& cfg, const Tables& tb, b
 
 }  // namespace
 
-TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar reference bit for bit", "[optim8][exact]") {
+TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar reference bit for bit", "[optim8][exact]"
+          FN_OPTIM8_32BIT) {
     if (!backend().has_optim8()) return;
     uint32_t seed = 100;
     for (const auto& f : optim32_functions()) {
@@ -220,7 +221,8 @@ TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar refer
     }
 }
 
-TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256 equal the scalar reference", "[optim8][exact]") {
+TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256 equal the scalar reference",
+          "[optim8][exact]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     uint32_t seed = 500;
     const auto tbs = tables();
@@ -262,7 +264,8 @@ bool division_decides(const std::vector<float>& code, bool is_signed, float s, f
 
 }  // namespace
 
-TEST_CASE("optim8 exact: 8-bit Adam re-quantizes states a few ulps from a code boundary like the reference (fp32)", "[optim8][exact][boundary]") {
+TEST_CASE("optim8 exact: 8-bit Adam re-quantizes states a few ulps from a code boundary like the reference (fp32)",
+          "[optim8][exact][boundary]" "[fn:cadam_8bit_blockwise_grad_fp32]") {
     if (!backend().has_optim8()) return;
     // beta1 = beta2 = 0 on a zero state: m = g and v = RN(g * g), so the gradients place the states.
     // Each block's lane 0 holds g = A, the absmax of m (and RN(A * A) that of v), A different per

@@ -10,7 +10,8 @@
 
 using namespace kbit_test;
 
-TEST_CASE("optim8 paged: managed memory is host-addressable, 64-byte aligned, and freed", "[optim8][paged]") {
+TEST_CASE("optim8 paged: managed memory is host-addressable, 64-byte aligned, and freed", "[optim8][paged]"
+          "[fn:kbit_last_error_message][fn:cget_managed_ptr][fn:kbit_free_managed_ptr][fn:cprefetch]") {
     if (!backend().has_optim8()) return;
     const auto& o = backend().fns_optim8;
     const auto& c = backend().fns_core;
@@ -31,7 +32,8 @@ TEST_CASE("optim8 paged: managed memory is host-addressable, 64-byte aligned, an
     CHECK(o.kbit_free_managed_ptr(nullptr) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("optim8 paged: bad input to cget_managed_ptr and cprefetch", "[optim8][paged][args]") {
+TEST_CASE("optim8 paged: bad input to cget_managed_ptr and cprefetch", "[optim8][paged][args]"
+          "[fn:kbit_last_error_message][fn:cget_managed_ptr][fn:kbit_free_managed_ptr][fn:cprefetch]") {
     if (!backend().has_optim8()) return;
     const auto& o = backend().fns_optim8;
     const auto& c = backend().fns_core;
@@ -47,7 +49,9 @@ TEST_CASE("optim8 paged: bad input to cget_managed_ptr and cprefetch", "[optim8]
     CHECK(o.kbit_free_managed_ptr(ptr) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit for bit, B unused", "[optim8][paged][fill]") {
+TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit for bit, B unused",
+          "[optim8][paged][fill]"
+          "[fn:kbit_stream_synchronize][fn:cget_managed_ptr][fn:kbit_free_managed_ptr][fn:cfill_fp32][fn:cfill_uint8]") {
     if (!backend().has_optim8()) return;
     const auto& o = backend().fns_optim8;
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3} << 20}) {
@@ -83,7 +87,8 @@ TEST_CASE("optim8 paged: cfill_fp32 and cfill_uint8 set exactly n elements, bit 
     CHECK(o.kbit_free_managed_ptr(m) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("optim8 paged: bad input to cfill_fp32 / cfill_uint8 leaves memory untouched", "[optim8][paged][args]") {
+TEST_CASE("optim8 paged: bad input to cfill_fp32 / cfill_uint8 leaves memory untouched", "[optim8][paged][args]"
+          "[fn:cfill_fp32][fn:cfill_uint8]") {
     if (!backend().has_optim8()) return;
     const auto& o = backend().fns_optim8;
     DeviceBuffer<float> a(16);
@@ -100,7 +105,9 @@ TEST_CASE("optim8 paged: bad input to cfill_fp32 / cfill_uint8 leaves memory unt
     for (uint8_t x : u.bytes()) CHECK(x == 0xA5);
 }
 
-TEST_CASE("optim8 paged: an 8-bit Adam fp32 step on managed state equals the same step on device memory", "[optim8][paged]") {
+TEST_CASE("optim8 paged: an 8-bit Adam fp32 step on managed state equals the same step on device memory",
+          "[optim8][paged]" "[fn:kbit_stream_synchronize][fn:cadam_8bit_blockwise_grad_fp32][fn:cget_managed_ptr]"
+          "[fn:kbit_free_managed_ptr][fn:cprefetch][fn:cfill_fp32][fn:cfill_uint8]") {
     if (!backend().has_optim8()) return;
     const auto& o = backend().fns_optim8;
     const int n = 5000;

@@ -25,8 +25,8 @@ std::vector<T> elements(int64_t n, uint32_t seed) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("simd tails: 4-bit quantize and dequantize equal the reference for n = 1 .. 209", "[4bit][tails]",
-                   float, kbit_half, kbit_bf16) {
+TEMPLATE_TEST_CASE("simd tails: 4-bit quantize and dequantize equal the reference for n = 1 .. 209", "[4bit][tails]"
+                   FN_4BIT_QUANTIZE_NF4 FN_4BIT_DEQUANTIZE_NF4, float, kbit_half, kbit_bf16) {
     if (!backend().has_4bit()) return;
     using T = TestType;
     for (int64_t bs : {int64_t{32}, int64_t{64}}) {
@@ -50,7 +50,7 @@ TEMPLATE_TEST_CASE("simd tails: 4-bit quantize and dequantize equal the referenc
 }
 
 TEMPLATE_TEST_CASE("simd tails: 8-bit blockwise quantize and dequantize equal the reference for n = 1 .. 209",
-                   "[8bit][tails]", float, kbit_half, kbit_bf16) {
+                   "[8bit][tails]" FN_8BIT_QUANTIZE FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     if (!backend().has_8bit()) return;
     using T = TestType;
     const auto code = dynamic_map(true);
@@ -83,7 +83,8 @@ TEMPLATE_TEST_CASE("simd tails: 8-bit blockwise quantize and dequantize equal th
     }
 }
 
-TEST_CASE("simd tails: LLM.int8 row quantization equals the reference for cols = 1 .. 209", "[8bit][tails]") {
+TEST_CASE("simd tails: LLM.int8 row quantization equals the reference for cols = 1 .. 209", "[8bit][tails]"
+          "[fn:cint8_vector_quant]") {
     if (!backend().has_8bit()) return;
     constexpr int64_t rows = 3;
     for (int64_t cols = 1; cols <= kMaxTail; ++cols) {
