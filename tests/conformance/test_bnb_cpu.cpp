@@ -8,6 +8,7 @@
 #include "kbit_dynamic_map.h"
 #include "ref_8bit.h"
 #include "test_4bit_util.h"
+#include "test_8bit_util.h"
 
 using namespace kbit_test;
 
@@ -33,6 +34,34 @@ std::vector<uint8_t> repack(const std::vector<uint8_t>& q, int64_t N, int64_t K)
 
 kbit_bf16 bf16(float x) { return kbit_bf16{kbit::float_to_bf16(x)}; }
 double as_double(kbit_bf16 x) { return kbit::bf16_to_float(x.bits); }
+
+// The interface's functions of element type T (fp32, fp16, bf16).
+template <class T>
+auto quantize_8bit(const Fns_bnb_cpu& f) {
+    if constexpr (std::is_same_v<T, float>) return f.cquantize_blockwise_cpu_fp32;
+    else if constexpr (std::is_same_v<T, kbit_half>) return f.cquantize_blockwise_cpu_fp16;
+    else return f.cquantize_blockwise_cpu_bf16;
+}
+template <class T>
+auto dequantize_8bit(const Fns_bnb_cpu& f) {
+    if constexpr (std::is_same_v<T, float>) return f.cdequantize_blockwise_cpu_fp32;
+    else if constexpr (std::is_same_v<T, kbit_half>) return f.cdequantize_blockwise_cpu_fp16;
+    else return f.cdequantize_blockwise_cpu_bf16;
+}
+template <class T>
+auto dequantize_4bit(const Fns_bnb_cpu& f, QuantType q) {
+    const bool nf4 = q == QuantType::NF4;
+    if constexpr (std::is_same_v<T, float>)
+        return nf4 ? f.cdequantize_blockwise_cpu_nf4_fp32 : f.cdequantize_blockwise_cpu_fp4_fp32;
+    else if constexpr (std::is_same_v<T, kbit_half>)
+        return nf4 ? f.cdequantize_blockwise_cpu_nf4_fp16 : f.cdequantize_blockwise_cpu_fp4_fp16;
+    else return nf4 ? f.cdequantize_blockwise_cpu_nf4_bf16 : f.cdequantize_blockwise_cpu_fp4_bf16;
+}
+
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
 
 }  // namespace
 
@@ -145,8 +174,44 @@ TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[b
     }
 }
 
-TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]"
-          "[fn:cdequantize_blockwise_cpu_fp4_fp16][fn:cdequantize_blockwise_cpu_nf4_fp16]") {
+// Every element type, with zeros, signed zeros, NaN, infinities, all-NaN and subnormal blocks.
+TEMPLATE_TEST_CASE("bnb_cpu: 8-bit blockwise of each element type equals the reference", "[bnb_cpu][8bit]"
+                   "[fn:cquantize_blockwise_cpu_fp32][fn:cquantize_blockwise_cpu_bf16][fn:cquantize_blockwise_cpu_fp16]"
+                   "[fn:cdequantize_blockwise_cpu_fp32][fn:cdequantize_blockwise_cpu_bf16]"
+                   "[fn:cdequantize_blockwise_cpu_fp16]",
+                   float, kbit_half, kbit_bf16) {
+    using T = TestType;
+    const Fns_bnb_cpu* f = bnb_fns();
+    if (f == nullptr) return;
+    const auto code = dynamic_map(true);
+    for (int64_t bs : {int64_t{1}, int64_t{33}, int64_t{256}, int64_t{4096}}) {
+        DYNAMIC_SECTION("blocksize " << bs) {
+            const int64_t n = 9 * bs + 17;  // every special block of special_input(), a partial last block
+            const size_t blocks = static_cast<size_t>((n + bs - 1) / bs);
+            const auto x = to_elems<T>(special_input(n, bs, 31));
+            std::vector<float> absmax(blocks), exp_absmax(blocks);
+            std::vector<uint8_t> q(static_cast<size_t>(n)), exp_q(static_cast<size_t>(n));
+            auto c = code;
+            require_ok(quantize_8bit<T>(*f)(c.data(), const_cast<T*>(x.data()), absmax.data(), q.data(), bs, n),
+                       "quantize");
+            kbit::ref::quantize_blockwise_8bit(code.data(), x.data(), exp_absmax.data(), exp_q.data(), bs, n);
+            CHECK(q == exp_q);
+            CHECK(same_bytes(absmax, exp_absmax));
+            std::vector<T> deq(static_cast<size_t>(n)), exp_deq(static_cast<size_t>(n));
+            require_ok(dequantize_8bit<T>(*f)(c.data(), q.data(), absmax.data(), deq.data(), bs, n), "dequantize");
+            kbit::ref::dequantize_blockwise_8bit(code.data(), q.data(), absmax.data(), exp_deq.data(), bs, n);
+            CHECK(same_bytes(deq, exp_deq));
+            CHECK(c == code);  // the table is read only
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]"
+                   "[fn:cdequantize_blockwise_cpu_fp4_fp32][fn:cdequantize_blockwise_cpu_fp4_fp16]"
+                   "[fn:cdequantize_blockwise_cpu_fp4_bf16][fn:cdequantize_blockwise_cpu_nf4_fp32]"
+                   "[fn:cdequantize_blockwise_cpu_nf4_fp16][fn:cdequantize_blockwise_cpu_nf4_bf16]",
+                   float, kbit_half, kbit_bf16) {
+    using T = TestType;
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
     struct Case {
@@ -158,11 +223,12 @@ TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the referenc
                 const int64_t total = c.m * c.n;
                 const auto packed = random_bytes(static_cast<size_t>((total + 1) / 2), 3);
                 const auto scales = normal_floats(static_cast<size_t>((total + c.bs - 1) / c.bs), 9);
-                std::vector<kbit_half> out(static_cast<size_t>(total)), exp(static_cast<size_t>(total));
-                auto* fn = q == QuantType::NF4 ? f->cdequantize_blockwise_cpu_nf4_fp16 : f->cdequantize_blockwise_cpu_fp4_fp16;
-                require_ok(fn(const_cast<uint8_t*>(packed.data()), scales.data(), out.data(), c.bs, c.m, c.n), "dequantize");
+                std::vector<T> out(static_cast<size_t>(total)), exp(static_cast<size_t>(total));
+                require_ok(dequantize_4bit<T>(*f, q)(const_cast<uint8_t*>(packed.data()), scales.data(), out.data(),
+                                                     c.bs, c.m, c.n),
+                           "dequantize");
                 kbit::ref::dequantize_4bit_range(q, packed.data(), scales.data(), exp.data(), c.bs, 0, total);
-                CHECK(std::memcmp(out.data(), exp.data(), out.size() * sizeof(kbit_half)) == 0);
+                CHECK(same_bytes(out, exp));
             }
         }
     }
