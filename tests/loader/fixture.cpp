@@ -102,6 +102,11 @@ Opened open_backend(const Loader& loader, const char* spec) {
     return {status, b, status == KBIT_STATUS_SUCCESS ? std::string() : loader.last_error()};
 }
 
+Opened Scenario::open_fake(const std::string& variant) {
+    path = dir.add(fake(variant));
+    return open_backend(l, path.c_str());
+}
+
 CommandResult run_kbit(const std::string& dir, const std::string& args) {
     const std::string loader = dir + "/libkbit.so";
     if (!fs::exists(loader)) fs::copy_file(KBIT_TEST_LOADER, loader);

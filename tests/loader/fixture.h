@@ -85,6 +85,23 @@ struct Opened {
 };
 Opened open_backend(const Loader& loader, const char* spec);
 
+// The start of a scenario, as Catch2 fixtures (TEST_CASE_METHOD(Scenario, ...)): a fresh directory
+// `dir` and cleared KBIT_* variables `env` ...
+struct Sandbox {
+    TempDir dir;
+    Env env;
+};
+
+// ... and a private loader copy `l` in the directory. The copy looks at the directory and the
+// variables only when called, so fakes may be added and variables set after it is made.
+struct Scenario : Sandbox {
+    Loader l{dir.path()};
+    // Copies fake `variant` into the directory (the copy's path is kept in `path`) and opens that
+    // copy by its path with kbit_loader_open().
+    Opened open_fake(const std::string& variant);
+    std::string path;
+};
+
 // Calls a function with value-initialised arguments (NULL pointers, zeros): the fakes ignore them.
 template <class R, class... A>
 R call_with_zeros(R (*fn)(A...)) {

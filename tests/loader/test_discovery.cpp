@@ -36,10 +36,7 @@ using Entries = std::vector<std::pair<std::string, int32_t>>;
 
 }  // namespace
 
-TEST_CASE("discovery: nothing to find", "[discovery]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "discovery: nothing to find", "[discovery]") {
     Report rep(l);
     CHECK(rep.search() == Entries{{dir.path(), KBIT_SOURCE_LOADER_DIRECTORY}});
     CHECK(rep.count() == 0);
@@ -48,12 +45,10 @@ TEST_CASE("discovery: nothing to find", "[discovery]") {
     CHECK(std::string(l.api.kbit_loader_library_path()) == l.path);
 }
 
-TEST_CASE("discovery: every candidate with its stage, and one bad file never hides the others", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: every candidate with its stage, and one bad file never hides the others",
+                 "[discovery]") {
     for (const char* v : {"good", "best", "probe0", "notelf", "coremajor2", "noversion", "unresolved", "craftedarm64"})
         dir.add(fake(v));
-    Loader l(dir.path());
     Report rep(l);
     struct Expect {
         const char* name;
@@ -91,26 +86,21 @@ TEST_CASE("discovery: every candidate with its stage, and one bad file never hid
     CHECK(core->version == KBIT_MAKE_VERSION(2, 3));
 }
 
-TEST_CASE("discovery: equal scores go to the earlier candidate", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: equal scores go to the earlier candidate", "[discovery]") {
     dir.add(fake("tie"));
     dir.add(fake("best"));
-    Loader l(dir.path());
     Report rep(l);
     REQUIRE(rep.chosen() != nullptr);
     CHECK(std::string(rep.chosen()->name) == "best");
 }
 
-TEST_CASE("discovery: KBIT_BACKEND_PATH directories come first, in order; bad entries are ignored", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: KBIT_BACKEND_PATH directories come first, in order; bad entries are ignored",
+                 "[discovery]") {
     const std::string a = dir.subdir("a"), b = dir.subdir("b");
     dir.add(fake("good"), "a/libkbit_good.so");
     dir.add(fake("best"), "b/libkbit_best.so");
     dir.add(fake("coreonly"));
     env.set("KBIT_BACKEND_PATH", b + "::relative/dir:" + a + ":" + dir.path() + "/missing:" + a);
-    Loader l(dir.path());
     Report rep(l);
     CHECK(rep.search() == Entries{{b, KBIT_SOURCE_KBIT_BACKEND_PATH},
                                   {a, KBIT_SOURCE_KBIT_BACKEND_PATH},
@@ -131,14 +121,11 @@ TEST_CASE("discovery: KBIT_BACKEND_PATH directories come first, in order; bad en
                                     "/missing' ignored: not a directory\n"));
 }
 
-TEST_CASE("discovery: a backend name found earlier shadows later files of that name", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: a backend name found earlier shadows later files of that name", "[discovery]") {
     const std::string a = dir.subdir("a");
     const std::string first = dir.add(fake("good"), "a/libkbit_good.so");
     const std::string second = dir.add(fake("good"));
     env.set("KBIT_BACKEND_PATH", a);
-    Loader l(dir.path());
     Report rep(l);
     REQUIRE(rep.count() == 2);
     CHECK(rep.at(0).verdict == KBIT_VERDICT_USABLE);
@@ -154,15 +141,13 @@ TEST_CASE("discovery: a backend name found earlier shadows later files of that n
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("discovery: KBIT_BACKEND names the default, by name or by path, without fallback", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: KBIT_BACKEND names the default, by name or by path, without fallback",
+                 "[discovery]") {
     dir.add(fake("good"));
     dir.add(fake("best"));
     dir.add(fake("probe0"));
     const std::string elsewhere = dir.subdir("elsewhere");
     const std::string coreonly = dir.add(fake("coreonly"), "elsewhere/libkbit_coreonly.so");
-    Loader l(dir.path());
 
     SECTION("a name") {
         env.set("KBIT_BACKEND", "good");
@@ -204,12 +189,9 @@ TEST_CASE("discovery: KBIT_BACKEND names the default, by name or by path, withou
     }
 }
 
-TEST_CASE("discovery: kbit_loader_open(NULL) makes the default choice afresh", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: kbit_loader_open(NULL) makes the default choice afresh", "[discovery]") {
     dir.add(fake("good"));
     dir.add(fake("best"));
-    Loader l(dir.path());
     Opened o = open_backend(l, nullptr);
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     CHECK(std::string(l.api.kbit_loader_backend_candidate(o.backend)->name) == "best");
@@ -224,9 +206,7 @@ TEST_CASE("discovery: kbit_loader_open(NULL) makes the default choice afresh", "
     CHECK(o.message == "kbit_loader_open: no default backend: KBIT_BACKEND=nothere: libkbit_nothere.so is not in " + dir.path());
 }
 
-TEST_CASE("discovery: never the current directory", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: never the current directory", "[discovery]") {
     const std::string cwd = dir.subdir("cwd");
     dir.add(fake("best"), "cwd/libkbit_best.so");
     dir.add(fake("good"));
@@ -234,7 +214,6 @@ TEST_CASE("discovery: never the current directory", "[discovery]") {
     REQUIRE(getcwd(saved, sizeof saved) != nullptr);
     REQUIRE(chdir(cwd.c_str()) == 0);
     env.set("KBIT_BACKEND_PATH", ":.::");
-    Loader l(dir.path());
     {
         Report rep(l);
         REQUIRE(rep.count() == 1);
@@ -247,10 +226,9 @@ TEST_CASE("discovery: never the current directory", "[discovery]") {
     REQUIRE(chdir(saved) == 0);
 }
 
-TEST_CASE("discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is refused", "[discovery]") {
+TEST_CASE_METHOD(Scenario, "discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is refused",
+                 "[discovery]") {
     // Before: it was opened from the current directory.
-    TempDir dir;
-    Env env;
     const std::string cwd = dir.subdir("cwd");
     dir.add(fake("best"), "cwd/libkbit_best.so");
     dir.subdir("cwd/rel");
@@ -259,7 +237,6 @@ TEST_CASE("discovery: a relative path in KBIT_BACKEND or kbit_loader_open() is r
     char saved[4096];
     REQUIRE(getcwd(saved, sizeof saved) != nullptr);
     REQUIRE(chdir(cwd.c_str()) == 0);
-    Loader l(dir.path());
     for (const std::string rel : {"./libkbit_best.so", "rel/libkbit_best.so"}) {
         INFO(rel);
         const std::string why = "'" + rel + "' is a relative path: an absolute path is needed (the current "
@@ -315,11 +292,10 @@ TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID 
     CHECK_THAT(setuid.output, !Catch::Contains("kbit: ") && !Catch::Contains("kbit loader: "));
 }
 
-TEST_CASE("discovery: files and directories others may write, and symlinks' targets, are shown", "[discovery]") {
+TEST_CASE_METHOD(Scenario, "discovery: files and directories others may write, and symlinks' targets, are shown",
+                 "[discovery]") {
     // Before: nothing said that anyone could replace the code this process runs, and a symlinked
     // backend showed only the link's path.
-    TempDir dir;
-    Env env;
     const std::string open = dir.subdir("open"), links = dir.subdir("links");
     dir.subdir("real");
     const std::string shared = dir.add(fake("good"), "open/libkbit_good.so");
@@ -333,7 +309,6 @@ TEST_CASE("discovery: files and directories others may write, and symlinks' targ
     const std::string warn_dir = "directory " + open + " is writable by group and others (mode 0777)";
     const std::string warn_file = "file " + shared + " is writable by group and others (mode 0666)";
     const std::string warn_target = "file " + target + " is writable by its group (mode 0664)";
-    Loader l(dir.path());
 
     StderrCapture err;
     env.set("KBIT_LOADER_DEBUG", "1");
@@ -362,13 +337,11 @@ TEST_CASE("discovery: files and directories others may write, and symlinks' targ
     CHECK_THAT(json.output, Catch::Contains("\"" + warn_file + "\""));
 }
 
-TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason", "[discovery]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and the reason",
+                 "[discovery]") {
     const std::string good = dir.add(fake("good"));
     const std::string probe0 = dir.add(fake("probe0"));
     const std::string major2 = dir.add(fake("major2"));
-    Loader l(dir.path());
     {
         StderrCapture err;
         Report quiet(l);
@@ -402,10 +375,7 @@ TEST_CASE("discovery: KBIT_LOADER_DEBUG prints every candidate, its stage and th
     CHECK(first_use.finish() == expected);
 }
 
-TEST_CASE("discovery: report accessors and constant names", "[discovery]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "discovery: report accessors and constant names", "[discovery]") {
     Report rep(l);
     CHECK(l.api.kbit_loader_report_candidate(rep.r, 0) == nullptr);
     CHECK(l.api.kbit_loader_report_search_entry(rep.r, 1, nullptr) == nullptr);

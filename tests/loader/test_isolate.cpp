@@ -54,15 +54,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-TEST_CASE("isolate: kbit_loader_discover() with KBIT_LOADER_ISOLATE reports what each hostile candidate did",
-          "[isolate]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "isolate: kbit_loader_discover() with KBIT_LOADER_ISOLATE reports what each hostile candidate did",
+                 "[isolate]") {
     const std::string good = dir.add(fake("good"));
     const std::string probe0 = dir.add(fake("probe0"));
     for (const Hostile& h : kHostile) dir.add(crashing_fake(h.name));
     env.set("KBIT_LOADER_ISOLATE", std::to_string(kSeconds));
-    Loader l(dir.path());
     const auto start = std::chrono::steady_clock::now();
     kbit_loader_report* r = nullptr;
     REQUIRE(l.api.kbit_loader_discover(&r) == KBIT_STATUS_SUCCESS);
@@ -102,9 +99,8 @@ TEST_CASE("isolate: kbit_loader_discover() with KBIT_LOADER_ISOLATE reports what
     CHECK_FALSE(is_mapped(good));
 }
 
-TEST_CASE("isolate: kbit info --isolate lists each bad file with its reason, in bounded time", "[isolate]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Sandbox, "isolate: kbit info --isolate lists each bad file with its reason, in bounded time",
+                 "[isolate]") {
     const std::string good = dir.add(fake("good"));
     for (const Hostile& h : kHostile) dir.add(crashing_fake(h.name));
     auto start = std::chrono::steady_clock::now();
@@ -133,10 +129,8 @@ TEST_CASE("isolate: kbit info --isolate lists each bad file with its reason, in 
         CHECK_THAT(info.output, Catch::EndsWith("\nno default backend: KBIT_BACKEND=" + segv + ": " + reason(segv, kHostile[4]) + "\n"));
 }
 
-TEST_CASE("isolate: without --isolate a probe that aborts takes kbit info down", "[isolate]") {
+TEST_CASE_METHOD(Sandbox, "isolate: without --isolate a probe that aborts takes kbit info down", "[isolate]") {
     // What the loader cannot protect a process against (README): vendor code runs in it.
-    TempDir dir;
-    Env env;
     dir.add(crashing_fake("abort"));
     const CommandResult info = run_kbit(dir.path(), "info");
     CHECK(info.status == 128 + SIGABRT);

@@ -31,12 +31,11 @@ void run_together(int n, F body) {
 
 }  // namespace
 
-TEST_CASE("lifecycle: loading and unloading the loader and its backends leaves nothing behind", "[lifecycle]") {
+TEST_CASE_METHOD(Sandbox, "lifecycle: loading and unloading the loader and its backends leaves nothing behind",
+                 "[lifecycle]") {
     // Explicit handles and discovery unload what they opened; the default backend stays loaded for
     // the life of the process by design (calls at exit keep working), once, however often the
     // loader itself is loaded and unloaded.
-    TempDir dir;
-    Env env;
     const std::string good = dir.add(fake("good"));
     const std::string missing = dir.add(fake("missingfn"));
     const std::string loader_path = dir.path() + "/libkbit.so";
@@ -65,11 +64,8 @@ TEST_CASE("lifecycle: loading and unloading the loader and its backends leaves n
     }
 }
 
-TEST_CASE("lifecycle: concurrent first use chooses the default once", "[lifecycle]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "lifecycle: concurrent first use chooses the default once", "[lifecycle]") {
     const std::string good = dir.add(fake("good"));
-    Loader l(dir.path());
     auto name = l.sym<const char* (*)(void)>("kbit_backend_name");
     auto quantize = l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
         "cquantize_blockwise_fp32_nf4");
@@ -93,12 +89,9 @@ TEST_CASE("lifecycle: concurrent first use chooses the default once", "[lifecycl
     CHECK(fc.probe_calls() == 1);
 }
 
-TEST_CASE("lifecycle: concurrent explicit opens and closes", "[lifecycle]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "lifecycle: concurrent explicit opens and closes", "[lifecycle]") {
     const std::string good = dir.add(fake("good"));
     const std::string missing = dir.add(fake("missingfn"));
-    Loader l(dir.path());
     std::atomic<int> failures{0};
     run_together(8, [&](int i) {
         for (int k = 0; k < 25; ++k) {
@@ -120,12 +113,9 @@ TEST_CASE("lifecycle: concurrent explicit opens and closes", "[lifecycle]") {
     CHECK(failures.load() == 0);
 }
 
-TEST_CASE("lifecycle: at most 16 backend files with stubs are open at once", "[lifecycle]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "lifecycle: at most 16 backend files with stubs are open at once", "[lifecycle]") {
     std::vector<std::string> files;
     for (int i = 0; i < 17; ++i) files.push_back(dir.add(fake("coreonly"), "libkbit_c" + std::to_string(i) + ".so"));
-    Loader l(dir.path());
     std::vector<kbit_backend*> open;
     for (int i = 0; i < 16; ++i) {
         Opened o = open_backend(l, files[i].c_str());
@@ -156,12 +146,9 @@ TEST_CASE("lifecycle: at most 16 backend files with stubs are open at once", "[l
         if (b != open[5]) l.api.kbit_loader_close(b);
 }
 
-TEST_CASE("lifecycle: stubs of two open backends name each their own", "[lifecycle]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "lifecycle: stubs of two open backends name each their own", "[lifecycle]") {
     const std::string a = dir.add(fake("missingfn"));
     const std::string b = dir.add(fake("missingfn"), "libkbit_other.so");
-    Loader l(dir.path());
     Opened oa = open_backend(l, a.c_str());
     Opened ob = open_backend(l, b.c_str());
     REQUIRE(oa.status == KBIT_STATUS_SUCCESS);

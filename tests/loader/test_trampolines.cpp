@@ -26,11 +26,9 @@ void call_all(const Loader& l, const FakeControls& fc, const char* name, Fn* /*t
 
 }  // namespace
 
-TEST_CASE("trampolines: every exported function forwards to the default backend's function", "[trampolines]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "trampolines: every exported function forwards to the default backend's function",
+                 "[trampolines]") {
     const std::string good = dir.add(fake("good"));
-    Loader l(dir.path());
     CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "good");
     CHECK(std::string(l.sym<Text>("kbit_backend_info")()) == "fake backend good for the loader tests");
     CHECK(l.sym<int32_t (*)(void)>("kbit_backend_probe")() == 5);
@@ -57,12 +55,9 @@ TEST_CASE("trampolines: every exported function forwards to the default backend'
     CHECK(l.sym<kbit_status (*)(void*)>("kbit_device_free")(p) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("trampolines: kbit_last_error_message reports the last failure, from the loader or the backend",
-          "[trampolines]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("missingfn"));
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "trampolines: kbit_last_error_message reports the last failure, from the loader or the backend",
+                 "[trampolines]") {
+    const std::string missing = dir.add(fake("missingfn"));
     auto quantize = l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
         "cquantize_blockwise_fp32_nf4");
     auto dequantize = l.sym<kbit_status (*)(float*, unsigned char*, float*, float*, int, const int, void*)>(
@@ -70,9 +65,9 @@ TEST_CASE("trampolines: kbit_last_error_message reports the last failure, from t
     CHECK(l.last_error().empty());  // before the first call: no backend chosen, nothing failed
     CHECK(quantize(nullptr, nullptr, nullptr, nullptr, 64, 0) == KBIT_STATUS_SUCCESS);
     CHECK(l.last_error().empty());
-    FakeControls fc(path);
+    FakeControls fc(missing);
 
-    const std::string stub = "cdequantize_blockwise_fp32_nf4: not implemented by backend missingfn (" + path + ")";
+    const std::string stub = "cdequantize_blockwise_fp32_nf4: not implemented by backend missingfn (" + missing + ")";
     CHECK(dequantize(nullptr, nullptr, nullptr, nullptr, 64, 0, nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == stub);
 
@@ -98,11 +93,8 @@ TEST_CASE("trampolines: kbit_last_error_message reports the last failure, from t
     CHECK(other.empty());
 }
 
-TEST_CASE("trampolines: with no usable backend every function reports why", "[trampolines]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "trampolines: with no usable backend every function reports why", "[trampolines]") {
     dir.add(fake("probe0"));
-    Loader l(dir.path());
     const std::string why = "no kbit backend is available: none of 1 candidate is usable";
     CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "none");
     CHECK(std::string(l.sym<Text>("kbit_backend_info")()) == why);
@@ -122,21 +114,17 @@ TEST_CASE("trampolines: with no usable backend every function reports why", "[tr
     CHECK(l.last_error() == "kbit_loader_default: no default backend: none of 1 candidate is usable");
 }
 
-TEST_CASE("trampolines: KBIT_BACKEND that cannot be used is reported, not replaced", "[trampolines]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "trampolines: KBIT_BACKEND that cannot be used is reported, not replaced", "[trampolines]") {
     dir.add(fake("good"));
     const std::string probe0 = dir.add(fake("probe0"));
     env.set("KBIT_BACKEND", "probe0");
-    Loader l(dir.path());
     CHECK(l.sym<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND=probe0: " + probe0 +
                                 ": kbit_backend_probe() returned 0: the backend cannot run on this machine");
 }
 
-TEST_CASE("trampolines: functions of interfaces the default backend lacks or rejects are stubs", "[trampolines]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Sandbox, "trampolines: functions of interfaces the default backend lacks or rejects are stubs",
+                 "[trampolines]") {
     SECTION("absent interface") {
         const std::string path = dir.add(fake("coreonly"));
         Loader l(dir.path());
@@ -158,12 +146,9 @@ TEST_CASE("trampolines: functions of interfaces the default backend lacks or rej
     }
 }
 
-TEST_CASE("trampolines: the default backend is chosen once and owned by the loader", "[trampolines]") {
-    TempDir dir;
-    Env env;
+TEST_CASE_METHOD(Scenario, "trampolines: the default backend is chosen once and owned by the loader", "[trampolines]") {
     dir.add(fake("good"));
     const std::string best = dir.add(fake("best"));
-    Loader l(dir.path());
     kbit_backend* d1 = nullptr;
     kbit_backend* d2 = nullptr;
     REQUIRE(l.api.kbit_loader_default(&d1) == KBIT_STATUS_SUCCESS);
@@ -184,14 +169,11 @@ TEST_CASE("trampolines: the default backend is chosen once and owned by the load
     CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
 }
 
-TEST_CASE("trampolines: a probe that calls back into libkbit.so before the default is chosen gets a clear status",
-          "[trampolines]") {
+TEST_CASE_METHOD(Scenario, "trampolines: a probe that calls back into libkbit.so before the default is chosen gets a clear status",
+                 "[trampolines]") {
     // Before: the trampoline re-entered the choice's function-local static and C++ terminated the
     // process (recursive_init_error); kbit_loader_open(NULL) from a probe recursed without end.
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("reenter"));
-    Loader l(dir.path());
+    const std::string reenter = dir.add(fake("reenter"));
     const std::string early =
         "called from a backend's probe, constructor or destructor before libkbit.so has chosen its default backend";
     const std::string validating =
@@ -205,7 +187,7 @@ TEST_CASE("trampolines: a probe that calls back into libkbit.so before the defau
         "kbit_loader_discover: 100: kbit_loader_discover: " + validating + "\n";
     SECTION("during the choice (first trampoline call)") {
         CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "reenter");
-        FakeControls fc(path);
+        FakeControls fc(reenter);
         CHECK(fc.probe_calls() == 1);
         CHECK(reinterpret_cast<Text>(dlsym(fc.handle, "kbit_fake_reentry"))() == expected);
     }
@@ -215,7 +197,7 @@ TEST_CASE("trampolines: a probe that calls back into libkbit.so before the defau
         CHECK(l.api.kbit_loader_report_default(r) != nullptr);
         l.api.kbit_loader_report_free(r);
         CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "reenter");
-        FakeControls fc(path);  // loaded again by the choice
+        FakeControls fc(reenter);  // loaded again by the choice
         CHECK(reinterpret_cast<Text>(dlsym(fc.handle, "kbit_fake_reentry"))() == expected);
     }
     // Once chosen, the trampolines forward as usual.
@@ -224,15 +206,12 @@ TEST_CASE("trampolines: a probe that calls back into libkbit.so before the defau
     l.sym<kbit_status (*)(void*)>("kbit_device_free")(p);
 }
 
-TEST_CASE("trampolines: a destructor that calls back into libkbit.so while the default is chosen gets a stand-in",
-          "[trampolines]") {
+TEST_CASE_METHOD(Scenario, "trampolines: a destructor that calls back into libkbit.so while the default is chosen gets a stand-in",
+                 "[trampolines]") {
     // The choice unloads the candidates it does not keep; before, a destructor's trampoline call
     // re-entered the choice (recursive_init_error, terminate).
-    TempDir dir;
-    Env env;
     dir.add(fake("best"));
     const std::string other = dir.add(fake("dtorreenter"));
-    Loader l(dir.path());
     StderrCapture err;
     CHECK(std::string(l.sym<Text>("kbit_backend_name")()) == "best");
     CHECK(err.finish() == "destructor: kbit_backend_name: (choosing)\n");

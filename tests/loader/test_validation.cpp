@@ -57,12 +57,8 @@ const kbit_loader_interface_record& iface(const Loader& l, kbit_backend* b, int3
 
 }  // namespace
 
-TEST_CASE("validation: a complete backend yields tables of its own functions", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("good"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its own functions", "[validation]") {
+    Opened o = open_fake("good");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
 
     const kbit_loader_candidate* c = l.api.kbit_loader_backend_candidate(o.backend);
@@ -123,12 +119,8 @@ TEST_CASE("validation: a complete backend yields tables of its own functions", "
     CHECK(l.api.kbit_loader_close(o.backend) == KBIT_STATUS_SUCCESS);
 }
 
-TEST_CASE("validation: a core-only backend is valid for the core interface", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("coreonly"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a core-only backend is valid for the core interface", "[validation]") {
+    Opened o = open_fake("coreonly");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     CHECK(l.api.kbit_loader_core_table(o.backend) != nullptr);
     CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).state == KBIT_INTERFACE_ABSENT);
@@ -143,12 +135,9 @@ TEST_CASE("validation: a core-only backend is valid for the core interface", "[v
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: an interface of another major is rejected, the rest stays usable", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("major2"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: an interface of another major is rejected, the rest stays usable",
+                 "[validation]") {
+    Opened o = open_fake("major2");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
     const std::string why = path + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.0)";
@@ -164,24 +153,17 @@ TEST_CASE("validation: an interface of another major is rejected, the rest stays
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: a core interface of another major rejects the file", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("coremajor2"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a core interface of another major rejects the file", "[validation]") {
+    Opened o = open_fake("coremajor2");
     CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
     CHECK(o.backend == nullptr);
     CHECK(o.message == "kbit_loader_open: " + path +
                            ": core interface version 2.3 rejected: this loader expects major 1 (it implements core 1.0)");
 }
 
-TEST_CASE("validation: a newer minor is accepted with every function the loader knows", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("newminor"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a newer minor is accepted with every function the loader knows",
+                 "[validation]") {
+    Opened o = open_fake("newminor");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
@@ -197,12 +179,9 @@ TEST_CASE("validation: a newer minor is accepted with every function the loader 
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: missing functions become stubs that name themselves and the backend", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("missingfn"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: missing functions become stubs that name themselves and the backend",
+                 "[validation]") {
+    Opened o = open_fake("missingfn");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
@@ -236,12 +215,9 @@ TEST_CASE("validation: missing functions become stubs that name themselves and t
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: a missing pointer-returning function becomes a stub returning NULL", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("missingptr"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a missing pointer-returning function becomes a stub returning NULL",
+                 "[validation]") {
+    Opened o = open_fake("missingptr");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(o.backend);
     REQUIRE(t8 != nullptr);
@@ -252,12 +228,8 @@ TEST_CASE("validation: a missing pointer-returning function becomes a stub retur
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: missing core identity functions fall back to the loader's", "[validation]") {
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("noinfo"));
-    Loader l(dir.path());
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: missing core identity functions fall back to the loader's", "[validation]") {
+    Opened o = open_fake("noinfo");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
     CHECK(std::string(core->kbit_backend_info()) == "backend noinfo (" + path + ") does not implement kbit_backend_info()");
@@ -268,10 +240,7 @@ TEST_CASE("validation: missing core identity functions fall back to the loader's
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: rejected files and the stage and reason of each", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "validation: rejected files and the stage and reason of each", "[validation]") {
     struct Case {
         const char* variant;
         kbit_status status;
@@ -291,9 +260,8 @@ TEST_CASE("validation: rejected files and the stage and reason of each", "[valid
 #endif
     };
     for (const Case& c : cases) {
-        const std::string path = dir.add(fake(c.variant));
         INFO(c.variant);
-        Opened o = open_backend(l, path.c_str());
+        Opened o = open_fake(c.variant);
         CHECK(o.status == c.status);
         CHECK(o.backend == nullptr);
         CHECK(o.message == "kbit_loader_open: " + path + ": " + c.why);
@@ -302,67 +270,51 @@ TEST_CASE("validation: rejected files and the stage and reason of each", "[valid
 
 // A cut-short copy of a real backend: its segments end past the end of the file, which dlopen would
 // map and then fault on (SIGBUS). It must be rejected before dlopen, by the file's own numbers.
-TEST_CASE("validation: a truncated backend file is rejected before dlopen", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "validation: a truncated backend file is rejected before dlopen", "[validation]") {
     std::ifstream in(fake("good"), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     REQUIRE(bytes.size() > 3000);
     for (size_t keep : {size_t{100}, size_t{3000}, bytes.size() / 2, bytes.size() - 1}) {
-        const std::string path = dir.path() + "/libkbit_cut" + std::to_string(keep) + ".so";
-        std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(keep));
+        const std::string cut = dir.path() + "/libkbit_cut" + std::to_string(keep) + ".so";
+        std::ofstream(cut, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(keep));
         INFO(keep << " of " << bytes.size() << " bytes");
-        Opened o = open_backend(l, path.c_str());
+        Opened o = open_backend(l, cut.c_str());
         CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
         CHECK(o.backend == nullptr);
-        CHECK_THAT(o.message, Catch::StartsWith("kbit_loader_open: " + path + ": truncated"));
-        CHECK_FALSE(is_mapped(path));
+        CHECK_THAT(o.message, Catch::StartsWith("kbit_loader_open: " + cut + ": truncated"));
+        CHECK_FALSE(is_mapped(cut));
     }
 }
 
 // Opening a FIFO for reading blocks until a writer comes: the loader must reject it without waiting.
-TEST_CASE("validation: a FIFO named as a backend is rejected at once", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
-    const std::string path = dir.path() + "/libkbit_fifo.so";
-    REQUIRE(mkfifo(path.c_str(), 0600) == 0);
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a FIFO named as a backend is rejected at once", "[validation]") {
+    const std::string fifo = dir.path() + "/libkbit_fifo.so";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    Opened o = open_backend(l, fifo.c_str());
     CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
-    CHECK(o.message == "kbit_loader_open: " + path + ": not a regular file");
+    CHECK(o.message == "kbit_loader_open: " + fifo + ": not a regular file");
 }
 
-TEST_CASE("validation: a file that dlopen cannot load is rejected with dlopen's reason", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
-    const std::string path = dir.add(fake("unresolved"));
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a file that dlopen cannot load is rejected with dlopen's reason",
+                 "[validation]") {
+    Opened o = open_fake("unresolved");
     CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
     CHECK_THAT(o.message, Catch::StartsWith("kbit_loader_open: " + path + ": dlopen failed: ") &&
                               Catch::Contains("undefined symbol: fake_symbol_nobody_defines"));
 }
 
-TEST_CASE("validation: a kbit loader is not a backend", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
-    const std::string path = dir.add(KBIT_TEST_LOADER, "libkbit_loader.so");
-    Opened o = open_backend(l, path.c_str());
+TEST_CASE_METHOD(Scenario, "validation: a kbit loader is not a backend", "[validation]") {
+    const std::string loader_copy = dir.add(KBIT_TEST_LOADER, "libkbit_loader.so");
+    Opened o = open_backend(l, loader_copy.c_str());
     CHECK(o.status == KBIT_STATUS_NOT_SUPPORTED);
-    CHECK(o.message == "kbit_loader_open: " + path +
+    CHECK(o.message == "kbit_loader_open: " + loader_copy +
                            ": is a kbit loader (it exports kbit_loader_interface_version), not a backend");
 }
 
-TEST_CASE("validation: only symbols the backend file defines count", "[validation]") {
+TEST_CASE_METHOD(Scenario, "validation: only symbols the backend file defines count", "[validation]") {
     // deplinked links libkbit.so, which exports cquantize_blockwise_fp32_nf4 as a trampoline; the
     // fake itself lacks it. The loader must stub it instead of taking the dependency's symbol.
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
-    const std::string path = dir.add(fake("deplinked"));
-    Opened o = open_backend(l, path.c_str());
+    Opened o = open_fake("deplinked");
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
     CHECK(r4.missing_count == 1);
@@ -375,10 +327,7 @@ TEST_CASE("validation: only symbols the backend file defines count", "[validatio
     l.api.kbit_loader_close(o.backend);
 }
 
-TEST_CASE("validation: bad arguments of the loader API", "[validation]") {
-    TempDir dir;
-    Env env;
-    Loader l(dir.path());
+TEST_CASE_METHOD(Scenario, "validation: bad arguments of the loader API", "[validation]") {
     CHECK(l.api.kbit_loader_open("cpu", nullptr) == KBIT_STATUS_INVALID_ARGUMENT);
     CHECK(l.last_error() == "kbit_loader_open: out is NULL");
     Opened o = open_backend(l, "bad name!");
@@ -406,10 +355,9 @@ TEST_CASE("validation: bad arguments of the loader API", "[validation]") {
     CHECK(l.last_error() == "kbit_loader_discover: out is NULL");
 }
 
-TEST_CASE("validation: a backend of an older minor gets stubs for the newer functions", "[validation]") {
+TEST_CASE_METHOD(Sandbox, "validation: a backend of an older minor gets stubs for the newer functions",
+                 "[validation]") {
     // kbit_next is a loader of a made-up 4-bit 1.1 with one extra function, kbit_next_minor_test_fn.
-    TempDir dir;
-    Env env;
     const std::string good = dir.add(fake("good"));        // 4-bit 1.0: older than the loader
     const std::string newer = dir.add(fake("newminor"));   // 4-bit 1.7: should have it, but lacks it
     Loader l(dir.path(), KBIT_TEST_NEXT_LOADER);
@@ -475,21 +423,18 @@ TEST_CASE("validation: a backend of an older minor gets stubs for the newer func
                                 "), whose 4bit interface is 1.0 (kbit_next_minor_test_fn is 4bit 1.1)");
 }
 
-TEST_CASE("validation: string functions that return NULL reach no caller as NULL", "[validation]") {
+TEST_CASE_METHOD(Scenario, "validation: string functions that return NULL reach no caller as NULL", "[validation]") {
     using Text = const char* (*)(void);
     // Before: NULL went through the tables and the trampolines, and `kbit info` aborted
     // (std::logic_error from std::string(NULL)).
-    TempDir dir;
-    Env env;
-    const std::string path = dir.add(fake("nullstrings"));
-    const std::string info = "(kbit_backend_info() of " + path + " returned NULL)";
-    Loader l(dir.path());
+    const std::string nullstrings = dir.add(fake("nullstrings"));
+    const std::string info = "(kbit_backend_info() of " + nullstrings + " returned NULL)";
     auto text = [](const char* s) {
         REQUIRE(s != nullptr);
         return std::string(s);
     };
     SECTION("an explicit table") {
-        Opened o = open_backend(l, path.c_str());
+        Opened o = open_backend(l, nullstrings.c_str());
         REQUIRE(o.status == KBIT_STATUS_SUCCESS);
         const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
         CHECK(text(core->kbit_backend_name()) == "nullstrings");
@@ -503,7 +448,7 @@ TEST_CASE("validation: string functions that return NULL reach no caller as NULL
         CHECK(text(l.sym<Text>("kbit_backend_info")()) == info);
         CHECK(text(l.sym<const char* (*)(kbit_status)>("kbit_status_string")(KBIT_STATUS_OUT_OF_MEMORY)) ==
               "KBIT_STATUS_OUT_OF_MEMORY");
-        FakeControls fc(path);
+        FakeControls fc(nullstrings);
         fc.set_result(KBIT_STATUS_DEVICE_ERROR);
         CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
                   "cquantize_blockwise_fp32_nf4")) == KBIT_STATUS_DEVICE_ERROR);
