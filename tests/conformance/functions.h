@@ -42,12 +42,10 @@ enum FunctionId : int {
 
 // Calls inside a Plumbing scope (on this thread) are the suite's own, not the test case's: they are
 // not recorded.
-class Plumbing {
-public:
+struct Plumbing {
     Plumbing();
     ~Plumbing();
-    Plumbing(const Plumbing&) = delete;
-    Plumbing& operator=(const Plumbing&) = delete;
+    Plumbing(Plumbing&&) = delete;  // one scope, one count: neither moved nor copied
 };
 
 // Puts the counting wrappers in front of the backend's functions (called by open_backend()).

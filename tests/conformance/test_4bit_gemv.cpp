@@ -55,6 +55,31 @@ std::vector<T> run_gemv(int m, int k, int ldb, int bs, const std::vector<T>& a, 
     return out.download();
 }
 
+// cgemm_4bit of T with plain (not nested) positive block scales, random codes of format q and normal
+// activations (data from `seed`): every output within the fp32 summation bound of the fp64 dot.
+template <class T>
+void check_gemm_plain_scales(int M, int N, int K, int64_t bs, QuantType q, uint32_t seed) {
+    const auto B = random_bytes(static_cast<size_t>(N) * K / 2, seed);
+    const auto a = to_elems<T>(normal_floats(static_cast<size_t>(M) * K, seed + 1, 1.0f));
+    const auto absmax = positive_scales(static_cast<size_t>(int64_t{N} * K / bs), seed + 2);
+    DeviceBuffer<T> dA(a), out(static_cast<size_t>(M) * N);
+    DeviceBuffer<uint8_t> dB(B);
+    DeviceBuffer<float> dabs(absmax);
+    const int quant_type = q == QuantType::FP4 ? 1 : 2;  // cgemm_4bit's selector, as bitsandbytes passes it
+    require_ok(Fns4<T>::gemm()(dA.get(), dB.get(), dabs.get(), nullptr, nullptr, nullptr, out.get(), nullptr, M, N, K,
+                               static_cast<int>(bs), quant_type, nullptr),
+               "cgemm_4bit");
+    const auto got = out.download();
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            const Exact e = exact_dot(a.data() + int64_t{i} * K, K, B.data(), int64_t{j} * K, kbit::ref::lut_4bit(q), bs,
+                                      [&](int64_t beta) { return double(absmax[beta]); });
+            const double y = kbit::Elem<T>::load(got[int64_t{i} * N + j]);
+            INFO("i " << i << " j " << j << " got " << y << " exact " << e.value);
+            REQUIRE(std::fabs(y - e.value) <= bound<T>(e.value, e.abs_sum, K));
+        }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("4bit gemv: within the fp32 summation bound of the fp64 result", "[4bit][gemv]" FN_4BIT_GEMV,
@@ -193,25 +218,7 @@ TEMPLATE_TEST_CASE("4bit gemm: batched decode and prefill sizes within the fp32 
         for (int M : {2, 8, 9, 15, 16, 32, 70}) {
             const int N = 19, K = bs == 256 ? 4352 : bs == 2048 ? 6144 : 2112;  // 2112 % 128 = 64
             DYNAMIC_SECTION(kbit::Elem<T>::name << " blocksize " << bs << " M " << M) {
-                const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 31);
-                const auto a = to_elems<T>(normal_floats(static_cast<size_t>(M) * K, 32, 1.0f));
-                const auto absmax = positive_scales(static_cast<size_t>(int64_t{N} * K / bs), 33);
-                DeviceBuffer<T> dA(a), out(static_cast<size_t>(M) * N);
-                DeviceBuffer<uint8_t> dB(B);
-                DeviceBuffer<float> dabs(absmax);
-                require_ok(Fns4<T>::gemm()(dA.get(), dB.get(), dabs.get(), nullptr, nullptr, nullptr, out.get(),
-                                           nullptr, M, N, K, static_cast<int>(bs), 2, nullptr),
-                           "cgemm_4bit");
-                const auto got = out.download();
-                for (int i = 0; i < M; ++i)
-                    for (int j = 0; j < N; ++j) {
-                        const Exact e = exact_dot(a.data() + int64_t{i} * K, K, B.data(), int64_t{j} * K,
-                                                  kbit::kNf4Values, bs,
-                                                  [&](int64_t beta) { return double(absmax[beta]); });
-                        const double y = kbit::Elem<T>::load(got[int64_t{i} * N + j]);
-                        INFO("i " << i << " j " << j << " got " << y << " exact " << e.value);
-                        REQUIRE(std::fabs(y - e.value) <= bound<T>(e.value, e.abs_sum, K));
-                    }
+                check_gemm_plain_scales<T>(M, N, K, bs, QuantType::NF4, 31);
             }
         }
     }
@@ -227,24 +234,7 @@ TEST_CASE("4bit gemm: several weight panels, a partial strip, a short last chunk
     for (int64_t bs : {int64_t{32}, int64_t{128}}) {
         for (int M : {12, 29}) {
             DYNAMIC_SECTION("blocksize " << bs << " M " << M) {
-                const auto B = random_bytes(static_cast<size_t>(N) * K / 2, 41);
-                const auto a = normal_floats(static_cast<size_t>(M) * K, 42, 1.0f);
-                const auto absmax = positive_scales(static_cast<size_t>(int64_t{N} * K / bs), 43);
-                DeviceBuffer<float> dA(a), out(static_cast<size_t>(M) * N), dabs(absmax);
-                DeviceBuffer<uint8_t> dB(B);
-                require_ok(Fns4<float>::gemm()(dA.get(), dB.get(), dabs.get(), nullptr, nullptr, nullptr, out.get(),
-                                               nullptr, M, N, K, static_cast<int>(bs), 1, nullptr),
-                           "cgemm_4bit");
-                const auto got = out.download();
-                for (int i = 0; i < M; ++i)
-                    for (int j = 0; j < N; ++j) {
-                        const Exact e = exact_dot(a.data() + int64_t{i} * K, K, B.data(), int64_t{j} * K,
-                                                  kbit::kFp4Values, bs,
-                                                  [&](int64_t beta) { return double(absmax[beta]); });
-                        const double y = got[int64_t{i} * N + j];
-                        INFO("i " << i << " j " << j << " got " << y << " exact " << e.value);
-                        REQUIRE(std::fabs(y - e.value) <= bound<float>(e.value, e.abs_sum, K));
-                    }
+                check_gemm_plain_scales<float>(M, N, K, bs, QuantType::FP4, 41);
             }
         }
     }

@@ -51,6 +51,22 @@ std::vector<uint8_t> element_bytes(size_t n, uint32_t seed) {
     return to_dtype(normal_floats(n, seed, 1.0f), kbit::Elem<T>::dtype);
 }
 
+// Runs `outputs(shift)` on vector-aligned buffers (shift 0) and on shifted ones (shift 1); it returns
+// the bytes of every output buffer, which must be the same both times.
+template <class Outputs>
+void check_same_bytes_shifted(Outputs outputs) {
+    std::vector<std::vector<uint8_t>> aligned;
+    for (size_t shift : {size_t{0}, size_t{1}}) {
+        INFO("shift " << shift);
+        const std::vector<std::vector<uint8_t>> got = outputs(shift);
+        if (shift == 0) aligned = got;
+        for (size_t i = 0; shift != 0 && i < got.size(); ++i) {
+            INFO("output " << i);
+            CHECK(got[i] == aligned[i]);
+        }
+    }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same bytes at any element-aligned address",
@@ -61,9 +77,7 @@ TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same
     constexpr int bs = 64, rows = 13, cols = 5 * bs, n = rows * cols;  // whole blocks per row: the SIMD GEMV
     const auto x = element_bytes<T>(n, 11);
     const size_t packed = n / 2, scales = (n + bs - 1) / bs * 4;
-    std::vector<uint8_t> ref_packed, ref_absmax, ref_out, ref_y;
-    for (size_t shift : {size_t{0}, size_t{1}}) {
-        INFO("shift " << shift);
+    check_same_bytes_shifted([&](size_t shift) {
         const size_t se = shift ? misaligned_shift<T>() : 0, sf = shift ? 4 : 0, sb = shift;
         Shifted dx(n * sizeof(T), se), dabs(scales, sf), dq(packed, sb), dout(n * sizeof(T), se);
         dx.upload(x.data());
@@ -80,15 +94,8 @@ TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same
         require_ok(Fns4<T>::gemv()(rows, 1, cols, da.as<T>(), dq.as<uint8_t>(), dabs.as<float>(), dlut.as<float>(),
                                    dy.as<T>(), cols, cols / 2, rows, bs, nullptr),
                    "gemv");
-        if (shift == 0) {
-            ref_packed = dq.download(), ref_absmax = dabs.download(), ref_out = dout.download(), ref_y = dy.download();
-        } else {
-            CHECK(dq.download() == ref_packed);
-            CHECK(dabs.download() == ref_absmax);
-            CHECK(dout.download() == ref_out);
-            CHECK(dy.download() == ref_y);
-        }
-    }
+        return std::vector<std::vector<uint8_t>>{dq.download(), dabs.download(), dout.download(), dy.download()};
+    });
 }
 
 TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the same bytes at any element-aligned address",
@@ -99,9 +106,7 @@ TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the 
     const auto x = element_bytes<T>(n, 12);
     const auto code = bytes_of(dynamic_map(true));
     const size_t scales = (n + bs - 1) / bs * 4;
-    std::vector<uint8_t> ref_codes, ref_absmax, ref_out;
-    for (size_t shift : {size_t{0}, size_t{1}}) {
-        INFO("shift " << shift);
+    check_same_bytes_shifted([&](size_t shift) {
         const size_t se = shift ? misaligned_shift<T>() : 0, sf = shift ? 4 : 0;
         Shifted dcode(1024, sf), dx(n * sizeof(T), se), dabs(scales, sf), dc(n, shift), dout(n * sizeof(T), se);
         dcode.upload(code.data());
@@ -110,14 +115,8 @@ TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the 
                    "quantize");
         require_ok(Blockwise8<T>::dequantize(dcode.as<float>(), dc.as<uint8_t>(), dabs.as<float>(), dout.as<T>(), bs, n),
                    "dequantize");
-        if (shift == 0) {
-            ref_codes = dc.download(), ref_absmax = dabs.download(), ref_out = dout.download();
-        } else {
-            CHECK(dc.download() == ref_codes);
-            CHECK(dabs.download() == ref_absmax);
-            CHECK(dout.download() == ref_out);
-        }
-    }
+        return std::vector<std::vector<uint8_t>>{dc.download(), dabs.download(), dout.download()};
+    });
 }
 
 TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same bytes at odd addresses", "[8bit][alignment]"
@@ -126,11 +125,9 @@ TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same byte
     const auto& b = backend().fns_8bit;
     constexpr int rows = 5, cols = 67, outs = 7;  // odd sizes: no row starts on a vector boundary
     const auto a = element_bytes<kbit_half>(rows * cols, 13);
-    std::vector<uint8_t> ref_codes, ref_stats, ref_c;
     kbit_context* ctx = b.get_context();
     REQUIRE(ctx != nullptr);
-    for (size_t shift : {size_t{0}, size_t{1}}) {
-        INFO("shift " << shift);
+    check_same_bytes_shifted([&](size_t shift) {
         Shifted da(rows * cols * 2, shift ? 2 : 0), dq(rows * cols, shift), ds(rows * 4, shift ? 4 : 0);
         Shifted dw(outs * cols, shift), dc(rows * outs * 4, shift ? 4 : 0);
         da.upload(a.data());
@@ -142,14 +139,8 @@ TEST_CASE("alignment: LLM.int8 quantization and the int8 GEMM give the same byte
         require_ok(b.cigemmlt_32(ctx, cols, rows, outs, dw.as<int8_t>(), dq.as<int8_t>(), dc.as<int32_t>(), nullptr, cols,
                                  cols, outs, nullptr),
                    "cigemmlt_32");
-        if (shift == 0) {
-            ref_codes = dq.download(), ref_stats = ds.download(), ref_c = dc.download();
-        } else {
-            CHECK(dq.download() == ref_codes);
-            CHECK(ds.download() == ref_stats);
-            CHECK(dc.download() == ref_c);
-        }
-    }
+        return std::vector<std::vector<uint8_t>>{dq.download(), ds.download(), dc.download()};
+    });
     CHECK(b.kbit_context_destroy(ctx) == KBIT_STATUS_SUCCESS);
 }
 
@@ -167,9 +158,8 @@ TEST_CASE("alignment: 8-bit optimizers give the same bytes at any element-aligne
         const auto p = to_dtype(normal_floats(n, 21, 0.1f), f.dtype);
         const auto g = to_dtype(normal_floats(n, 22, 0.01f), f.dtype);
         Hyper h = default_hyper(f.kind, 3, 0.01f);
-        std::vector<uint8_t> ref_p, ref_s1, ref_s2, ref_a1, ref_a2;
-        for (size_t shift : {size_t{0}, size_t{1}}) {
-            INFO(f.name << " shift " << shift);
+        INFO(f.name);
+        check_same_bytes_shifted([&](size_t shift) {
             const size_t se = shift ? (es == 2 ? 2 : 4) : 0, sf = shift ? 4 : 0;
             const size_t blocks = (n + 255) / 256;
             Shifted dp(n * es, se), dg(n * es, se), ds1(n, shift), ds2(n, shift), dq1(1024, sf), dq2(1024, sf);
@@ -181,16 +171,8 @@ TEST_CASE("alignment: 8-bit optimizers give the same bytes at any element-aligne
                               dq1.as<float>(), two ? dq2.as<float>() : nullptr, da1.as<float>(),
                               two ? da2.as<float>() : nullptr, h, n),
                        f.name.c_str());
-            if (shift == 0) {
-                ref_p = dp.download(), ref_s1 = ds1.download(), ref_s2 = ds2.download();
-                ref_a1 = da1.download(), ref_a2 = da2.download();
-            } else {
-                CHECK(dp.download() == ref_p);
-                CHECK(ds1.download() == ref_s1);
-                CHECK(ds2.download() == ref_s2);
-                CHECK(da1.download() == ref_a1);
-                CHECK(da2.download() == ref_a2);
-            }
-        }
+            return std::vector<std::vector<uint8_t>>{dp.download(), ds1.download(), ds2.download(), da1.download(),
+                                                     da2.download()};
+        });
     }
 }

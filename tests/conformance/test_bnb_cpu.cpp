@@ -63,6 +63,26 @@ bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// Quantizes x with the interface's 8-bit quantize of TIn and dequantizes the codes to TOut: codes,
+// absmax and elements equal the reference byte for byte, and the table is only read.
+template <class TIn, class TOut>
+void check_8bit_blockwise(const Fns_bnb_cpu& f, const std::vector<float>& code, const std::vector<TIn>& x, int64_t bs) {
+    const auto n = static_cast<int64_t>(x.size());
+    const auto blocks = static_cast<size_t>((n + bs - 1) / bs);
+    std::vector<float> absmax(blocks), exp_absmax(blocks);
+    std::vector<uint8_t> q(x.size()), exp_q(x.size());
+    auto c = code;
+    require_ok(quantize_8bit<TIn>(f)(c.data(), const_cast<TIn*>(x.data()), absmax.data(), q.data(), bs, n), "quantize");
+    kbit::ref::quantize_blockwise_8bit(code.data(), x.data(), exp_absmax.data(), exp_q.data(), bs, n);
+    CHECK(q == exp_q);
+    CHECK(same_bytes(absmax, exp_absmax));
+    std::vector<TOut> deq(x.size()), exp_deq(x.size());
+    require_ok(dequantize_8bit<TOut>(f)(c.data(), q.data(), absmax.data(), deq.data(), bs, n), "dequantize");
+    kbit::ref::dequantize_blockwise_8bit(code.data(), q.data(), absmax.data(), exp_deq.data(), bs, n);
+    CHECK(same_bytes(deq, exp_deq));
+    CHECK(c == code);
+}
+
 }  // namespace
 
 TEST_CASE("bnb_cpu: GEMV on bitsandbytes' CPU layout within the class F bound", "[bnb_cpu][gemv]"
@@ -154,22 +174,7 @@ TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[b
     for (int64_t bs : {int64_t{1}, int64_t{3}, int64_t{33}, int64_t{100}, int64_t{1001}, int64_t{4096}, int64_t{16384},
                        int64_t{1} << 20}) {
         DYNAMIC_SECTION("blocksize " << bs) {
-            const size_t blocks = static_cast<size_t>((n + bs - 1) / bs);
-            std::vector<float> absmax(blocks), exp_absmax(blocks);
-            std::vector<uint8_t> q(static_cast<size_t>(n)), exp_q(static_cast<size_t>(n));
-            auto c = code;
-            require_ok(f->cquantize_blockwise_cpu_fp32(c.data(), const_cast<float*>(x.data()), absmax.data(), q.data(),
-                                                       bs, n),
-                       "quantize");
-            kbit::ref::quantize_blockwise_8bit(code.data(), x.data(), exp_absmax.data(), exp_q.data(), bs, n);
-            CHECK(q == exp_q);
-            CHECK(std::memcmp(absmax.data(), exp_absmax.data(), blocks * sizeof(float)) == 0);
-            CHECK(c == code);  // the table is read only
-            std::vector<kbit_bf16> deq(static_cast<size_t>(n)), exp_deq(static_cast<size_t>(n));
-            require_ok(f->cdequantize_blockwise_cpu_bf16(c.data(), q.data(), absmax.data(), deq.data(), bs, n),
-                       "dequantize");
-            kbit::ref::dequantize_blockwise_8bit(code.data(), q.data(), absmax.data(), exp_deq.data(), bs, n);
-            CHECK(std::memcmp(deq.data(), exp_deq.data(), deq.size() * sizeof(kbit_bf16)) == 0);
+            check_8bit_blockwise<float, kbit_bf16>(*f, code, x, bs);
         }
     }
 }
@@ -187,21 +192,7 @@ TEMPLATE_TEST_CASE("bnb_cpu: 8-bit blockwise of each element type equals the ref
     for (int64_t bs : {int64_t{1}, int64_t{33}, int64_t{256}, int64_t{4096}}) {
         DYNAMIC_SECTION("blocksize " << bs) {
             const int64_t n = 9 * bs + 17;  // every special block of special_input(), a partial last block
-            const size_t blocks = static_cast<size_t>((n + bs - 1) / bs);
-            const auto x = to_elems<T>(special_input(n, bs, 31));
-            std::vector<float> absmax(blocks), exp_absmax(blocks);
-            std::vector<uint8_t> q(static_cast<size_t>(n)), exp_q(static_cast<size_t>(n));
-            auto c = code;
-            require_ok(quantize_8bit<T>(*f)(c.data(), const_cast<T*>(x.data()), absmax.data(), q.data(), bs, n),
-                       "quantize");
-            kbit::ref::quantize_blockwise_8bit(code.data(), x.data(), exp_absmax.data(), exp_q.data(), bs, n);
-            CHECK(q == exp_q);
-            CHECK(same_bytes(absmax, exp_absmax));
-            std::vector<T> deq(static_cast<size_t>(n)), exp_deq(static_cast<size_t>(n));
-            require_ok(dequantize_8bit<T>(*f)(c.data(), q.data(), absmax.data(), deq.data(), bs, n), "dequantize");
-            kbit::ref::dequantize_blockwise_8bit(code.data(), q.data(), absmax.data(), exp_deq.data(), bs, n);
-            CHECK(same_bytes(deq, exp_deq));
-            CHECK(c == code);  // the table is read only
+            check_8bit_blockwise<T, T>(*f, code, to_elems<T>(special_input(n, bs, 31)), bs);
         }
     }
 }

@@ -123,26 +123,28 @@ TEST_CASE_METHOD(Scenario, "trampolines: KBIT_BACKEND that cannot be used is rep
                                 ": kbit_backend_probe() returned 0: the backend cannot run on this machine");
 }
 
-TEST_CASE_METHOD(Sandbox, "trampolines: functions of interfaces the default backend lacks or rejects are stubs",
+TEST_CASE_METHOD(Scenario, "trampolines: functions of interfaces the default backend lacks or rejects are stubs",
                  "[trampolines]") {
+    // What 4-bit quantize function `name` reports through its trampoline (and that it is a stub).
+    auto stub_error = [&](const char* name) {
+        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(name)) ==
+              KBIT_STATUS_NOT_IMPLEMENTED);
+        return l.last_error();
+    };
     SECTION("absent interface") {
-        const std::string path = dir.add(fake("coreonly"));
-        Loader l(dir.path());
-        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
-                  "cquantize_blockwise_bf16_fp4")) == KBIT_STATUS_NOT_IMPLEMENTED);
-        CHECK(l.last_error() == "cquantize_blockwise_bf16_fp4: not implemented by backend coreonly (" + path +
-                                    "), which does not export the 4bit interface");
+        const std::string coreonly = dir.add(fake("coreonly"));
+        CHECK(stub_error("cquantize_blockwise_bf16_fp4") ==
+              "cquantize_blockwise_bf16_fp4: not implemented by backend coreonly (" + coreonly +
+                  "), which does not export the 4bit interface");
         CHECK(l.sym<void* (*)(size_t)>("cget_managed_ptr")(8) == nullptr);
         CHECK(l.last_error() ==
-              "cget_managed_ptr: not implemented by backend coreonly (" + path + "), which does not export the optim8 interface");
+              "cget_managed_ptr: not implemented by backend coreonly (" + coreonly + "), which does not export the optim8 interface");
     }
     SECTION("rejected interface") {
-        const std::string path = dir.add(fake("major2"));
-        Loader l(dir.path());
-        CHECK(call_with_zeros(l.sym<kbit_status (*)(float*, float*, float*, unsigned char*, int, const int)>(
-                  "cquantize_blockwise_fp32_nf4")) == KBIT_STATUS_NOT_IMPLEMENTED);
-        CHECK(l.last_error() == "cquantize_blockwise_fp32_nf4: not implemented by backend major2 (" + path +
-                                    "), whose 4bit interface 2.0 was rejected (this loader expects major 1)");
+        const std::string major2 = dir.add(fake("major2"));
+        CHECK(stub_error("cquantize_blockwise_fp32_nf4") ==
+              "cquantize_blockwise_fp32_nf4: not implemented by backend major2 (" + major2 +
+                  "), whose 4bit interface 2.0 was rejected (this loader expects major 1)");
     }
 }
 
