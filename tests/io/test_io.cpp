@@ -63,6 +63,22 @@ struct Checkpoint {
     ~Checkpoint() { kbit_io_close(ck); }
 };
 
+// Layer `prefix` of a checkpoint that has it.
+const kbit_io_quant* find_quant(const Checkpoint& c, const char* prefix) {
+    const kbit_io_quant* q = nullptr;
+    REQUIRE(kbit_io_quant_find(c.ck, prefix, &q) == KBIT_STATUS_SUCCESS);
+    return q;
+}
+
+// A copy of good/'s model.layers.0.q_proj (another file, other keys): its absmax, quant map and weight
+// bytes are those good/expected.json records.
+void check_recorded_bytes(const kbit_io_quant* q) {
+    const json e = read_json(kData + "/good/expected.json")["layers"]["model.layers.0.q_proj"];
+    CHECK(hex(q->absmax, q->absmax_bytes) == e["absmax"].get<std::string>());
+    CHECK(hex(q->quant_map, 64) == e["quant_map"].get<std::string>());
+    CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
+}
+
 void check_against_python(const kbit_io_checkpoint* ck, const json& exp) {
     const json& tensors = exp["tensors"];
     REQUIRE(kbit_io_tensor_count(ck) == tensors.size());
@@ -224,32 +240,22 @@ TEST_CASE("a sharded directory matches what Python wrote") {
 }
 
 TEST_CASE("a valid file with misaligned float tensors is described with aligned = false") {
-    const json exp = read_json(kData + "/good/expected.json");
     Checkpoint c(kData + "/good/misaligned.safetensors");
-    const kbit_io_quant* q = nullptr;
-    REQUIRE(kbit_io_quant_find(c.ck, "model.layers.0.q_proj", &q) == KBIT_STATUS_SUCCESS);
+    const kbit_io_quant* q = find_quant(c, "model.layers.0.q_proj");
     CHECK(!q->aligned);
-    const json& e = exp["layers"]["model.layers.0.q_proj"];
-    CHECK(hex(q->absmax, q->absmax_bytes) == e["absmax"].get<std::string>());
-    CHECK(hex(q->quant_map, 64) == e["quant_map"].get<std::string>());
-    CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
+    check_recorded_bytes(q);
 }
 
 TEST_CASE("a 4-bit layer's companion tensors may sit at deeper keys, as QuantState.from_dict allows") {
-    const json exp = read_json(kData + "/good/expected.json");
     Checkpoint c(kData + "/good/deep_keys.safetensors");
-    const kbit_io_quant* q = nullptr;
-    REQUIRE(kbit_io_quant_find(c.ck, "model.layers.0.q_proj", &q) == KBIT_STATUS_SUCCESS);
+    const kbit_io_quant* q = find_quant(c, "model.layers.0.q_proj");
     const kbit_io_tensor *absmax = nullptr, *quant_map = nullptr;
     REQUIRE(kbit_io_tensor_find(c.ck, "model.layers.0.q_proj.weight.extra.absmax", &absmax) == KBIT_STATUS_SUCCESS);
     REQUIRE(kbit_io_tensor_find(c.ck, "model.layers.0.q_proj.weight.extra.quant_map", &quant_map) ==
             KBIT_STATUS_SUCCESS);
     CHECK(q->absmax == absmax->data);
     CHECK(static_cast<const void*>(q->quant_map) == quant_map->data);
-    const json& e = exp["layers"]["model.layers.0.q_proj"];
-    CHECK(hex(q->absmax, q->absmax_bytes) == e["absmax"].get<std::string>());
-    CHECK(hex(q->quant_map, 64) == e["quant_map"].get<std::string>());
-    CHECK(hex(q->weight, q->weight_bytes) == e["weight"].get<std::string>());
+    check_recorded_bytes(q);
 }
 
 TEST_CASE("bad files are rejected with a message naming file, tensor and field") {

@@ -196,18 +196,20 @@ check(lib.kbit_io_writer_add(w, b"c", 9, 1, neg, one.ctypes.data) == INVALID and
       lib.kbit_io_last_error_message(), "a negative dimension")
 check(lib.kbit_io_writer_add(w, b"d", 9, 1, sh, None) == INVALID and b"data is NULL" in
       lib.kbit_io_last_error_message(), "NULL data")
-bad = Quant.from_buffer_copy(nested.contents)
-bad.blocksize = 48
-check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"blocksize 48 is not" in
-      lib.kbit_io_last_error_message(), "a 4-bit layer with blocksize 48")
-bad = Quant.from_buffer_copy(nested.contents)
-bad.nested_offset = float("nan")
-check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"nested_offset is not finite" in
-      lib.kbit_io_last_error_message(), "a NaN nested_offset")
-bad = Quant.from_buffer_copy(nested.contents)
-bad.format = 7
-check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"format 7" in
-      lib.kbit_io_last_error_message(), "an unknown format")
+
+
+def refused_layer(what, message, **fields):
+    """The nested layer with `fields` changed is refused: INVALID, and `message` in the error."""
+    bad = Quant.from_buffer_copy(nested.contents)
+    for name, value in fields.items():
+        setattr(bad, name, value)
+    check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and message in lib.kbit_io_last_error_message(),
+          what)
+
+
+refused_layer("a 4-bit layer with blocksize 48", b"blocksize 48 is not", blocksize=48)
+refused_layer("a NaN nested_offset", b"nested_offset is not finite", nested_offset=float("nan"))
+refused_layer("an unknown format", b"format 7", format=7)
 bad = Quant.from_buffer_copy(nested.contents)
 bad.prefix = b"a"  # names a.weight, a.weight.absmax ...: none of them is the plain tensor "a"
 check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == SUCCESS, "a layer beside a plain tensor")

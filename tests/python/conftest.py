@@ -25,6 +25,15 @@ def subprocess_env(**extra):
     return env
 
 
+def misaligned(a):
+    """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
+    buf = np.zeros(a.nbytes + 16, np.uint8)
+    start = (-buf.ctypes.data) % 16 + 1
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def bnb_library_path():
     """bitsandbytes' CPU library from its PyPI wheel (installed with --no-deps), or None."""
     roots = [sysconfig.get_paths()["purelib"], *glob.glob(str(ROOT / ".venv/lib/python3*/site-packages"))]

@@ -11,6 +11,7 @@ import pytest
 
 import kbit
 from kbit import checkpoint
+from conftest import misaligned
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -336,15 +337,6 @@ def test_load_int8_checks_scb_against_the_rows(saved_int8):
 
 # ---- found by tests/fuzz/python/fuzz_checkpoint.py -------------------------------------------------
 
-def _misaligned(a):
-    """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
-    buf = np.zeros(a.nbytes + 16, np.uint8)
-    start = (-buf.ctypes.data) % 16 + 1
-    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def test_load_4bit_refuses_shapes_no_array_can_have(saved_4bit):
     # Zero elements, so no bytes and no scales to disagree with: [2**62, 0] was loaded and then
     # dequantize_4bit failed in numpy ("array is too big"); likewise more than 64 dimensions.
@@ -380,11 +372,11 @@ def test_load_4bit_refuses_misaligned_scales(saved_4bit):
     # A float32 table one byte off its alignment was loaded and read by the C library as float*
     # (undefined: UBSan's "load of misaligned address" in kbit_nested_absmax_dequantize).
     for key in (".weight.nested_absmax", ".weight.nested_quant_map", ".weight.quant_map"):
-        bad = dict(saved_4bit, **{P + key: _misaligned(saved_4bit[P + key])})
+        bad = dict(saved_4bit, **{P + key: misaligned(saved_4bit[P + key])})
         refused(ValueError, re.escape(f"QuantState.from_dict: {P}{key} is not aligned to its 4-byte float32 "
                                       "elements"), bad)
     _, state = checkpoint.load_4bit(saved_4bit, P)
-    state.code = _misaligned(state.code)  # the call itself checks too, for states made by hand
+    state.code = misaligned(state.code)  # the call itself checks too, for states made by hand
     with pytest.raises(ValueError, match=r"^gemv_4bit: state.code is not aligned to its 4-byte float32 elements$"):
         kbit.gemv_4bit(np.ones((1, 320), np.float16), saved_4bit[P + ".weight"], state=state)
 

@@ -10,6 +10,7 @@ import pytest
 
 import kbit
 from kbit import optim
+from conftest import misaligned
 
 
 
@@ -618,15 +619,6 @@ def test_paged_load_state_dict_checks_before_copying_into_managed_memory(rng, mo
 
 # ---- found by tests/fuzz/python/fuzz_optim_state.py ------------------------------------------------
 
-def _misaligned(a):
-    """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
-    buf = np.zeros(a.nbytes + 16, np.uint8)
-    start = (-buf.ctypes.data) % 16 + 1
-    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 @pytest.mark.parametrize("cls,key", [(optim.Adam8bit, "absmax1"), (optim.Adam8bit, "qmap2"),
                                      (optim.Adam32bit, "state1"), (optim.LAMB, "unorm_vec")])
 def test_load_state_dict_refuses_misaligned_float_state(rng, cls, key):
@@ -635,7 +627,7 @@ def test_load_state_dict_refuses_misaligned_float_state(rng, cls, key):
     opt, good = stepped(cls, N, rng)
     before = opt.state_dict()
     bad = copied(good)
-    bad["state"][0][key] = _misaligned(bad["state"][0][key])
+    bad["state"][0][key] = misaligned(bad["state"][0][key])
     with pytest.raises(ValueError, match=r"^" + re.escape(f"load_state_dict: state[0]['{key}'] is not aligned to "
                                                           "its 4-byte float32 elements") + "$"):
         opt.load_state_dict(bad)
