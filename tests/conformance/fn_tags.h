@@ -53,3 +53,12 @@
     "[fn:crmsprop_8bit_blockwise_grad_bf16][fn:clion_8bit_blockwise_grad_bf16]"                               \
     "[fn:cadagrad_8bit_blockwise_grad_bf16][fn:cademamix_8bit_blockwise_grad_bf16]"
 #define FN_OPTIM8_8BIT FN_OPTIM8_8BIT_FP32 FN_OPTIM8_8BIT_FP16 FN_OPTIM8_8BIT_BF16
+
+// ---- bnb_cpu -------------------------------------------------------------------------------------
+#define FN_BNB_CPU_8BIT                                                                                        \
+    "[fn:cquantize_blockwise_cpu_fp32][fn:cquantize_blockwise_cpu_bf16][fn:cquantize_blockwise_cpu_fp16]"      \
+    "[fn:cdequantize_blockwise_cpu_fp32][fn:cdequantize_blockwise_cpu_bf16][fn:cdequantize_blockwise_cpu_fp16]"
+#define FN_BNB_CPU_DEQUANTIZE_4BIT                                                                          \
+    "[fn:cdequantize_blockwise_cpu_fp4_fp32][fn:cdequantize_blockwise_cpu_fp4_fp16]"                       \
+    "[fn:cdequantize_blockwise_cpu_fp4_bf16][fn:cdequantize_blockwise_cpu_nf4_fp32]"                       \
+    "[fn:cdequantize_blockwise_cpu_nf4_fp16][fn:cdequantize_blockwise_cpu_nf4_bf16]"

@@ -181,10 +181,7 @@ TEST_CASE("bnb_cpu: 8-bit blockwise for any blocksize equals the reference", "[b
 
 // Every element type, with zeros, signed zeros, NaN, infinities, all-NaN and subnormal blocks.
 TEMPLATE_TEST_CASE("bnb_cpu: 8-bit blockwise of each element type equals the reference", "[bnb_cpu][8bit]"
-                   "[fn:cquantize_blockwise_cpu_fp32][fn:cquantize_blockwise_cpu_bf16][fn:cquantize_blockwise_cpu_fp16]"
-                   "[fn:cdequantize_blockwise_cpu_fp32][fn:cdequantize_blockwise_cpu_bf16]"
-                   "[fn:cdequantize_blockwise_cpu_fp16]",
-                   float, kbit_half, kbit_bf16) {
+                   FN_BNB_CPU_8BIT, float, kbit_half, kbit_bf16) {
     using T = TestType;
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;
@@ -198,10 +195,7 @@ TEMPLATE_TEST_CASE("bnb_cpu: 8-bit blockwise of each element type equals the ref
 }
 
 TEMPLATE_TEST_CASE("bnb_cpu: 4-bit (m, n) dequantize over flat blocks equals the reference", "[bnb_cpu][4bit]"
-                   "[fn:cdequantize_blockwise_cpu_fp4_fp32][fn:cdequantize_blockwise_cpu_fp4_fp16]"
-                   "[fn:cdequantize_blockwise_cpu_fp4_bf16][fn:cdequantize_blockwise_cpu_nf4_fp32]"
-                   "[fn:cdequantize_blockwise_cpu_nf4_fp16][fn:cdequantize_blockwise_cpu_nf4_bf16]",
-                   float, kbit_half, kbit_bf16) {
+                   FN_BNB_CPU_DEQUANTIZE_4BIT, float, kbit_half, kbit_bf16) {
     using T = TestType;
     const Fns_bnb_cpu* f = bnb_fns();
     if (f == nullptr) return;

@@ -6,7 +6,14 @@ using namespace kfuzz;
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t{1} << 62;
+// The rules cquantize_blockwise_* and cdequantize_blockwise_* share: n < 0 and an unsupported blocksize
+// fail, so does a NULL buffer with n > 0; n == 0 with a valid blocksize succeeds without writing.
+void blockwise_rules(Call& c, int64_t bs, int64_t n, const void* A, const void* absmax, const void* out) {
+    c.must_fail(n < 0, "n < 0");
+    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+}
 
 // cquantize_blockwise_<dt>_<fmt>: code ignored, A n elements, absmax ceil(n / blocksize), out (n + 1) / 2.
 template <class T>
@@ -16,10 +23,7 @@ void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned c
     T* A = c.buf<T>("A", Role::In, n);
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
-    c.must_fail(n < 0, "n < 0");
-    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    blockwise_rules(c, bs, n, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(absmax, "absmax", A, "A");
@@ -37,10 +41,7 @@ void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, floa
     float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     T* out = c.buf<T>("out", Role::Out, n);
     void* stream = c.stream();
-    c.must_fail(n < 0, "n < 0");
-    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
+    blockwise_rules(c, bs, n, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(out, "out", absmax, "absmax");
@@ -102,17 +103,18 @@ void gemm(Call& c, kbit_status (*f)(const T*, const uint8_t*, const float*, cons
     });
 }
 
-// A buffer of n elements of the dtype a kbit_ function's selector names (undefined size for a bad dtype).
-void* dtype_buf(Call& c, const char* name, Role role, int32_t dtype, Sz n) {
-    switch (dtype) {
-        case KBIT_DTYPE_FP32: return c.buf<float>(name, role, n);
-        case KBIT_DTYPE_FP16: return c.buf<kbit_half>(name, role, n);
-        case KBIT_DTYPE_BF16: return c.buf<kbit_bf16>(name, role, n);
-        default: return c.buf<float>(name, role, Sz::undefined());
-    }
-}
-bool valid_dtype(int32_t d) { return d == KBIT_DTYPE_FP32 || d == KBIT_DTYPE_FP16 || d == KBIT_DTYPE_BF16; }
 bool valid_quant_type(int32_t q) { return q == KBIT_QUANT_FP4 || q == KBIT_QUANT_NF4; }
+
+// The rules kbit_quantize_4bit and kbit_dequantize_4bit share: a bad selector, n out of range and an
+// unsupported blocksize fail, so does a NULL buffer with n > 0; n == 0 with valid scalars succeeds
+// without writing.
+void kbit_4bit_rules(Call& c, int32_t qt, int32_t dtype, int64_t bs, int64_t n, const void* A, const void* absmax,
+                     const void* out) {
+    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
+    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
+    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+}
 
 // kbit_quantize_4bit: A n elements of dtype, absmax ceil(n / blocksize), out (n + 1) / 2.
 void quantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const void*, float*, uint8_t*, int64_t, int64_t,
@@ -124,10 +126,7 @@ void quantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const void*, floa
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
     void* stream = c.stream();
-    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
-    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    kbit_4bit_rules(c, qt, dtype, bs, n, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(absmax, "absmax", A, "A");
@@ -145,10 +144,7 @@ void dequantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const uint8_t*,
     const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     void* out = dtype_buf(c, "out", Role::Out, dtype, n);
     void* stream = c.stream();
-    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
-    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    kbit_4bit_rules(c, qt, dtype, bs, n, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(out, "out", absmax, "absmax");

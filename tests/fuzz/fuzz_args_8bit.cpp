@@ -6,18 +6,16 @@ using namespace kfuzz;
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t{1} << 62;
-
-bool valid_dtype(int32_t d) { return d == KBIT_DTYPE_FP32 || d == KBIT_DTYPE_FP16 || d == KBIT_DTYPE_BF16; }
 bool bad_threshold(float t) { return !(t >= 0.0f); }  // negative or NaN
 
-void* dtype_buf(Call& c, const char* name, Role role, int32_t dtype, Sz n) {
-    switch (dtype) {
-        case KBIT_DTYPE_FP32: return c.buf<float>(name, role, n);
-        case KBIT_DTYPE_FP16: return c.buf<kbit_half>(name, role, n);
-        case KBIT_DTYPE_BF16: return c.buf<kbit_bf16>(name, role, n);
-        default: return c.buf<float>(name, role, Sz::undefined());
-    }
+// The rules cquantize_blockwise_<dt> and cdequantize_blockwise_<dt> share: n < 0 and an unsupported
+// blocksize fail, so does a NULL buffer with n > 0; n == 0 with a valid blocksize succeeds without
+// writing.
+void blockwise_rules(Call& c, int64_t bs, int64_t n, const void* code, const void* A, const void* absmax,
+                     const void* out) {
+    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
+    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
 }
 
 // cquantize_blockwise_<dt>: code 256 (any floats), A n, absmax ceil(n / blocksize), out n.
@@ -28,9 +26,7 @@ void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned c
     T* A = c.buf<T>("A", Role::In, n);
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
-    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
+    blockwise_rules(c, bs, n, code, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(absmax, "absmax", A, "A");
@@ -49,15 +45,24 @@ void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, floa
     float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     T* out = c.buf<T>("out", Role::Out, n);
     void* stream = c.stream();
-    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
+    blockwise_rules(c, bs, n, code, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(out, "out", absmax, "absmax");
         c.maybe_overlap(out, "out", code, "code");
     }
     c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
+}
+
+// The rules kbit_quantize_blockwise_8bit and kbit_dequantize_blockwise_8bit share: a bad dtype, n out of
+// range and an unsupported blocksize fail, so does a NULL buffer with n > 0; n == 0 with valid scalars
+// succeeds without writing.
+void kbit_8bit_rules(Call& c, int32_t dtype, int64_t bs, int64_t n, const void* code, const void* A,
+                     const void* absmax, const void* out) {
+    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
+    c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
+    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
 }
 
 // kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise_8bit: as above with a dtype and int64 sizes.
@@ -69,10 +74,7 @@ void quantize_8bit(Call& c, decltype(&kbit_quantize_blockwise_8bit) f) {
     float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
     uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
     void* stream = c.stream();
-    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
-    c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    kbit_8bit_rules(c, dtype, bs, n, code, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(absmax, "absmax", code, "code");
@@ -88,10 +90,7 @@ void dequantize_8bit(Call& c, decltype(&kbit_dequantize_blockwise_8bit) f) {
     const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
     void* out = dtype_buf(c, "out", Role::Out, dtype, n);
     void* stream = c.stream();
-    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
-    c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    kbit_8bit_rules(c, dtype, bs, n, code, A, absmax, out);
     if (n > 0) {
         c.maybe_overlap(out, "out", A, "A");
         c.maybe_overlap(out, "out", code, "code");

@@ -34,13 +34,6 @@ void status_string(Call& c, decltype(&kbit_status_string) f) {
     if (known && std::strcmp(s, "KBIT_STATUS_UNKNOWN") == 0) c.report("a defined status is named KBIT_STATUS_UNKNOWN");
 }
 
-// Sizes an allocation may ask for: up to the cap, or beyond what the allocator can ever give.
-size_t alloc_size(Call& c, const char* name) {
-    size_t bytes = c.size(name);
-    if (bytes > static_cast<size_t>(kCapBytes) && bytes < (size_t{1} << 41)) bytes %= static_cast<size_t>(kCapBytes);
-    return c.note("bytes_used", bytes);
-}
-
 // kbit_device_malloc: *ptr receives usable, 64-byte aligned memory (NULL for 0 bytes), untouched on
 // failure; a NULL ptr is refused.
 void device_malloc(Call& c, decltype(&kbit_device_malloc) f) {

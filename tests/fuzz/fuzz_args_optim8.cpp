@@ -93,14 +93,6 @@ void optim8(Kind kind, Call& c, Optim8<T> f) {
     });
 }
 
-// Sizes an allocation may ask for: up to the cap, or beyond what the allocator can ever give (ASan's
-// limit is 2^40; sizes between would only trip libFuzzer's malloc limit).
-size_t alloc_size(Call& c, const char* name) {
-    size_t bytes = c.size(name);
-    if (bytes > static_cast<size_t>(kCapBytes) && bytes < (size_t{1} << 41)) bytes %= static_cast<size_t>(kCapBytes);
-    return c.note("bytes_used", bytes);
-}
-
 // cget_managed_ptr: NULL with a message for 0 or an impossible size; else bytes usable, 64-byte aligned.
 void managed_ptr(Call& c, decltype(&cget_managed_ptr) f) {
     const size_t bytes = alloc_size(c, "bytes");

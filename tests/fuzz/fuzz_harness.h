@@ -544,6 +544,29 @@ constexpr bool is_blocksize(int64_t b) {
 // The 8-bit blockwise blocksizes of the CPU backend, which implements 8bit 1.1 (adds 8192 and 16384).
 constexpr bool is_blocksize_8bit(int64_t b) { return is_blocksize(b) || b == 8192 || b == 16384; }
 
+// The largest element count the kbit_ functions with 64-bit sizes take (2^62).
+constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+inline bool valid_dtype(int32_t d) { return d == KBIT_DTYPE_FP32 || d == KBIT_DTYPE_FP16 || d == KBIT_DTYPE_BF16; }
+
+// A buffer of n elements of the dtype a kbit_ function's selector names (undefined size for a bad dtype).
+inline void* dtype_buf(Call& c, const char* name, Role role, int32_t dtype, Sz n) {
+    switch (dtype) {
+        case KBIT_DTYPE_FP32: return c.buf<float>(name, role, n);
+        case KBIT_DTYPE_FP16: return c.buf<kbit_half>(name, role, n);
+        case KBIT_DTYPE_BF16: return c.buf<kbit_bf16>(name, role, n);
+        default: return c.buf<float>(name, role, Sz::undefined());
+    }
+}
+
+// Sizes an allocation may ask for: up to the cap, or beyond what the allocator can ever give (ASan's
+// limit is 2^40; sizes between would only trip libFuzzer's malloc limit).
+inline size_t alloc_size(Call& c, const char* name) {
+    size_t bytes = c.size(name);
+    if (bytes > static_cast<size_t>(kCapBytes) && bytes < (size_t{1} << 41)) bytes %= static_cast<size_t>(kCapBytes);
+    return c.note("bytes_used", bytes);
+}
+
 // The target: fns from the .def list, resolve(name) from the target's families.
 class Target {
 public:

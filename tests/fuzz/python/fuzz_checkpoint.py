@@ -296,6 +296,24 @@ def check_refusal(e, prefixes, inputs, log):
         fail(log, f"refusal naming no key or field: {type(e).__name__}: {msg}")
 
 
+REFUSED = object()
+
+
+def loaded(what, load, prefixes, inputs, log, valid_must_load=True):
+    """load()'s result, counted as `what` accepted; or REFUSED, counted, once check_refusal passed it.
+    Entries nothing mutated (an empty log) must load, unless valid_must_load is False."""
+    try:
+        got = load()
+    except Exception as e:
+        if valid_must_load and not log:
+            fail(log, f"valid entries refused: {type(e).__name__}: {e}")
+        fc.count(f"{what} refused {type(e).__name__}")
+        check_refusal(e, prefixes, inputs, log)
+        return REFUSED
+    fc.count(f"{what} accepted" + (" mutated" if log else ""))
+    return got
+
+
 def check_4bit(packed, state, log, expected=None):
     if not isinstance(state, QuantState):
         fail(log, f"load returned {type(state).__name__}, not a QuantState")
@@ -395,26 +413,21 @@ def one_4bit(fdp, mode, log):
                 d[k] = shape_variant(fdp, state.shape) if k == "shape" and fdp.ConsumeBool() else any_value(fdp)
                 log.append(f"{k!r}={describe(d[k])}")
         inputs = d
-        try:
-            got = QuantState.from_dict(d)
-        except Exception as e:
-            fc.count(f"from_dict(unpacked) refused {type(e).__name__}")
-            return check_refusal(e, ("QuantState.from_dict:",), inputs, log)
-        fc.count("from_dict(unpacked) accepted" + (" mutated" if log else ""))
+        got = loaded("from_dict(unpacked)", lambda: QuantState.from_dict(d), ("QuantState.from_dict:",), inputs, log,
+                     valid_must_load=False)
+        if got is REFUSED:
+            return None
         return check_4bit(_packed_for(got, packed), got, log, expected if not log else None)
     mutate_tensors(fdp, tensors, prefix, log)
     load_prefix = prefix if fdp.ConsumeIntInRange(0, 7) else pick(fdp, PREFIXES + ["", prefix + ".weight"])
     if load_prefix != prefix:
         log.append(f"load prefix {load_prefix!r}")
     if mode == 0:
-        try:
-            got_packed, got = checkpoint.load_4bit(tensors, load_prefix)
-        except Exception as e:
-            if not log:
-                fail(log, f"valid entries refused: {type(e).__name__}: {e}")
-            fc.count(f"load_4bit refused {type(e).__name__}")
-            return check_refusal(e, ("load_4bit:", "QuantState.from_dict:"), tensors, log)
-        fc.count("load_4bit accepted" + (" mutated" if log else ""))
+        got = loaded("load_4bit", lambda: checkpoint.load_4bit(tensors, load_prefix),
+                     ("load_4bit:", "QuantState.from_dict:"), tensors, log)
+        if got is REFUSED:
+            return None
+        got_packed, got = got
         check_4bit(got_packed, got, log, expected if not log else None)
         return round_trip(tensors, load_prefix, log, int8=False)
     # mode 1: from_dict over the entries under P.weight., with full or relative keys
@@ -423,14 +436,9 @@ def one_4bit(fdp, mode, log):
     if fdp.ConsumeBool():
         sub = {k[len(lname) + 1:]: v for k, v in sub.items()}
         log.append("relative keys")
-    try:
-        got = QuantState.from_dict(sub)
-    except Exception as e:
-        if not log:
-            fail(log, f"valid entries refused: {type(e).__name__}: {e}")
-        fc.count(f"from_dict refused {type(e).__name__}")
-        return check_refusal(e, ("QuantState.from_dict:",), sub, log)
-    fc.count("from_dict accepted" + (" mutated" if log else ""))
+    got = loaded("from_dict", lambda: QuantState.from_dict(sub), ("QuantState.from_dict:",), sub, log)
+    if got is REFUSED:
+        return None
     check_4bit(_packed_for(got, tensors.get(name, packed)), got, log, expected if not log else None)
 
 
@@ -456,14 +464,10 @@ def one_int8(fdp, log):
                                                          np.array(-1, np.int8), [0], [[0], [0, 1]], None])
         log.append(f"weight_format={describe(tensors[prefix + '.weight_format'])}")
     mutate_tensors(fdp, tensors, prefix, log, int8=True)
-    try:
-        got_CB, got_SCB = checkpoint.load_int8(tensors, prefix)
-    except Exception as e:
-        if not log:
-            fail(log, f"valid entries refused: {type(e).__name__}: {e}")
-        fc.count(f"load_int8 refused {type(e).__name__}")
-        return check_refusal(e, ("load_int8:",), tensors, log)
-    fc.count("load_int8 accepted" + (" mutated" if log else ""))
+    got = loaded("load_int8", lambda: checkpoint.load_int8(tensors, prefix), ("load_int8:",), tensors, log)
+    if got is REFUSED:
+        return None
+    got_CB, got_SCB = got
     check_int8(got_CB, got_SCB, log)
     round_trip(tensors, prefix, log, int8=True)
 
