@@ -2,7 +2,6 @@
 // design is described in functions.h).
 #include "functions.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <set>
