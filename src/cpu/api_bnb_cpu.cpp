@@ -18,6 +18,7 @@
 #include "parallel_range.h"
 #include "ref_4bit.h"
 #include "ref_bnb_cpu.h"
+#include "tuning.h"
 
 namespace kbit::cpu {
 
@@ -31,13 +32,6 @@ const BnbCpuKernels& bnb_cpu_kernels() {
 }
 
 namespace {
-
-// Work per thread below which a parallel region costs more than it saves, and the output size from
-// which stores are non-temporal (as api_8bit.cpp / api_4bit.cpp).
-constexpr int64_t kGrainElements = int64_t{1} << 16;
-constexpr int64_t kStreamBytes = int64_t{4} << 20;
-// Below this many elements a table without a cached bucket structure takes the scalar search.
-constexpr int64_t kLutBuildElements = int64_t{1} << 14;
 
 int64_t block_count(int64_t n, int64_t blocksize) { return n / blocksize + (n % blocksize != 0); }
 

@@ -8,19 +8,20 @@
 #include "kernels_4bit.h"
 #include "parallel_range.h"
 #include "ref_4bit.h"
+#include "tuning.h"
 
 namespace {
 
 using kbit::cpu::parallel_range;
 using kbit::cpu::parallel_range_aligned;
 using kbit::cpu::parallel_workers;
+using kbit::cpu::kGrainElements;
+using kbit::cpu::kGrainWeights;
+using kbit::cpu::kHeavyGrainElements;
+using kbit::cpu::kStreamBytes;
 
-// Outputs at least this large are written with non-temporal stores: they cannot stay in the cache
-// anyway, and streaming saves the read-for-ownership of every output line.
-constexpr int64_t kStreamBytes = int64_t{8} << 20;
-
-// Rows per thread so that each thread gets a worthwhile amount of weight.
-int64_t min_rows(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(1, k)); }
+// Rows per thread so that each thread gets kGrainWeights weights.
+int64_t min_rows(int64_t k) { return std::max<int64_t>(1, kGrainWeights / std::max<int64_t>(1, k)); }
 
 }  // namespace
 
@@ -36,7 +37,7 @@ kbit_status quantize_4bit(const char*, QuantType qt, const T* A, float* absmax, 
                           int64_t n, void*) {
     const auto& k = cpu::quant_4bit_kernels<T>();
     const int64_t blocks = (n + blocksize - 1) / blocksize;
-    parallel_range(blocks, std::max<int64_t>(1, (int64_t{1} << 16) / blocksize),
+    parallel_range(blocks, std::max<int64_t>(1, kGrainElements / blocksize),
                    [&](int64_t b0, int64_t b1) { k.quantize_blocks(qt, A, absmax, out, blocksize, n, b0, b1); });
     return KBIT_STATUS_SUCCESS;
 }
@@ -47,7 +48,7 @@ kbit_status dequantize_4bit(const char*, QuantType qt, const uint8_t* A, const f
     const auto& k = cpu::quant_4bit_kernels<T>();
     const bool stream = n * static_cast<int64_t>(sizeof(T)) >= kStreamBytes;
     // Chunks start on multiples of 64 elements: whole bytes and whole 32-element kernel groups.
-    parallel_range_aligned(n, 64, int64_t{1} << 16, [&](int64_t i0, int64_t i1) {
+    parallel_range_aligned(n, 64, kGrainElements, [&](int64_t i0, int64_t i1) {
         k.dequantize_range(qt, A, absmax, out, blocksize, i0, i1, stream);
     });
     return KBIT_STATUS_SUCCESS;
@@ -78,7 +79,7 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     const float* scales = absmax;
     if (absmax_8bit != nullptr) {
         restored.resize(static_cast<size_t>(blocks));
-        parallel_range(blocks, int64_t{1} << 16, [&](int64_t b0, int64_t b1) {
+        parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
             for (int64_t b = b0; b < b1; ++b)
                 restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
         });
@@ -131,7 +132,7 @@ kbit_status torchao_quantize(const char*, const T* w, uint8_t* qd, int8_t* qs, T
                              int64_t block_size, int64_t scaler_block_size, void*) {
     // Block absmax and element indices are independent per block; the mean keeps torch's order.
     const int64_t blocks = n / block_size;
-    const int64_t min_blocks = std::max<int64_t>(1, (int64_t{1} << 14) / block_size);
+    const int64_t min_blocks = std::max<int64_t>(1, kHeavyGrainElements / block_size);
     std::vector<T> scalers(static_cast<size_t>(blocks));
     parallel_range(blocks, min_blocks,
                    [&](int64_t b0, int64_t b1) { ref::torchao_block_absmax(w, scalers.data(), b0, b1, block_size); });
@@ -147,7 +148,7 @@ kbit_status torchao_dequantize(const char*, const uint8_t* qd, const int8_t* qs,
                                int64_t n, int64_t block_size, int64_t scaler_block_size, void*) {
     // Blocks are independent: split them across threads.
     const int64_t blocks = n / block_size;
-    parallel_range_aligned(blocks, scaler_block_size, std::max<int64_t>(1, (int64_t{1} << 16) / block_size),
+    parallel_range_aligned(blocks, scaler_block_size, std::max<int64_t>(1, kGrainElements / block_size),
                            [&](int64_t b0, int64_t b1) {
                                const int64_t g0 = b0 / scaler_block_size;
                                ref::torchao_dequantize(qd + b0 * block_size / 2, qs + b0, qf + g0, mean,

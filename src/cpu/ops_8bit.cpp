@@ -11,6 +11,7 @@
 #include "kernels_8bit.h"
 #include "parallel_range.h"
 #include "ref_8bit.h"
+#include "tuning.h"
 
 struct kbit_context {};  // the CPU needs no BLAS handle; live contexts are in live_contexts()
 
@@ -21,15 +22,6 @@ LiveSet<kbit_context>& live_contexts() {
     static LiveSet<kbit_context> live;  // trivially destructible: usable during exit too
     return live;
 }
-// Work per thread below which a parallel region costs more than it saves.
-constexpr int64_t kGrainElements = int64_t{1} << 16;
-// Outputs at least this large are written with non-temporal stores: they cannot stay in cache, and
-// streaming avoids reading every output line before it is overwritten.
-constexpr int64_t kStreamBytes = int64_t{4} << 20;
-// Below this many elements, quantizing with a table that is not cached yet takes the scalar search
-// rather than building the table's lookup structure (which costs about as much as 8K searches).
-constexpr int64_t kLutBuildElements = int64_t{1} << 14;
-
 int64_t block_count(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
 void vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows, int64_t cols) {

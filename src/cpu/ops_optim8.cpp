@@ -12,16 +12,15 @@
 #include "kernels_optim8.h"
 #include "parallel_range.h"
 #include "ref_optim8.h"
+#include "tuning.h"
 
 namespace {
 
 // Runs fn(i0, i1) over [0, count) on OpenMP threads with at least `grain` units each (smaller calls
-// stay on the caller's thread: a fork costs about as much as 10-20K elements' work).
+// stay on the caller's thread; tuning.h says how many elements make a unit's worth).
 auto parallel(int64_t grain) {
     return [grain](int64_t count, auto&& fn) { kbit::cpu::parallel_range(count, grain, fn); };
 }
-
-constexpr int64_t kFillChunk = int64_t{1} << 20;  // elements per thread at least
 
 }  // namespace
 
@@ -31,7 +30,8 @@ template <class T>
 kbit_status optim32(const char*, optim::Kind kind, const optim::Hyper& h, T* g, T* p, float* state1, float* state2,
                     float* unorm, float max_unorm, float param_norm, int64_t n) {
     const ref::Mem32 m{g, p, state1, state2, n};
-    ref::run32(cpu::optim_kernels(), Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm, parallel(16));
+    ref::run32(cpu::optim_kernels(), Elem<T>::dtype, kind, h, m, unorm, max_unorm, param_norm,
+               parallel(cpu::kGrainElements / optim::kNormChunk));
     return KBIT_STATUS_SUCCESS;
 }
 
@@ -40,7 +40,7 @@ kbit_status optim8_blockwise(const char*, optim::Kind kind, const optim::Hyper& 
                              unsigned char* state2, float* quantiles1, float* quantiles2, float* absmax1,
                              float* absmax2, int64_t n) {
     const ref::Mem8 m{p, g, state1, state2, quantiles1, quantiles2, absmax1, absmax2, n};
-    ref::run8(cpu::optim_kernels(), Elem<T>::dtype, kind, h, m, parallel(64));
+    ref::run8(cpu::optim_kernels(), Elem<T>::dtype, kind, h, m, parallel(cpu::kHeavyGrainElements / optim::kBlock));
     return KBIT_STATUS_SUCCESS;
 }
 
@@ -59,7 +59,8 @@ kbit_status prefetch(const char*, void*, size_t, int) { return KBIT_STATUS_SUCCE
 
 template <class T>
 kbit_status fill(const char*, T* A, T value, int64_t n) {
-    cpu::parallel_range(n, kFillChunk, [&](int64_t i0, int64_t i1) { std::fill(A + i0, A + i1, value); });
+    cpu::parallel_range(n, cpu::kGrainFillElements,
+                        [&](int64_t i0, int64_t i1) { std::fill(A + i0, A + i1, value); });
     return KBIT_STATUS_SUCCESS;
 }
 
