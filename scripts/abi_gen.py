@@ -20,11 +20,12 @@
                                       kind and name), and each interface's list of them
   src/loader/generated/kbit_<iface>_trampolines.cpp   libkbit.so's exports of a backend interface,
                                       each function spelled out, forwarding to the default backend
-  src/common/generated/kbit_<iface>_exports.cpp   every exported function of a backend interface,
-                                      spelled out: its declaration and a call of its family's
+  src/common/generated/kbit_<iface>_exports.cpp   every exported function of a backend interface
+                                      and of bnb_cpu, spelled out: its declaration and a call of its
+                                      family's
                                       checked wrapper, kbit::exports::<family>("name", [variant,]
                                       arguments...) (kbit_export_<iface>.h); the variant is the C++
-                                      value of the entry's fmt=, opt= or out= attribute
+                                      value of the entry's fmt=, opt=, out= or feature= attribute
                                       (VARIANT_ARGUMENTS below)
 
 The loader API (abi/kbit_loader.def, exported only by libkbit.so) gets a .symbols and a .map file too;
@@ -32,8 +33,8 @@ it has no table, and its header include/kbit/kbit_loader.h is written by hand. T
 API (abi/kbit_io.def, exported only by libkbit_io.so) gets a .symbols and a .map file (with `local: *`,
 as core's) and the generated declarations of include/kbit/kbit_io.h, but no table. The optional
 bitsandbytes-CPU interface (abi/kbit_bnb_cpu.def, exported by libkbit_cpu.so only, beside the backend
-interfaces) gets the same three: .symbols, .map (without `local`: the backend's core map has it) and
-the declarations of include/kbit/kbit_bnb_cpu.h.
+interfaces) gets .symbols, .map (without `local`: the backend's core map has it), the declarations of
+include/kbit/kbit_bnb_cpu.h and, as a backend interface, its exported functions.
 
 Format of a .def file (it is #included by C99 and C++ code with various KBIT_FN definitions, so
 everything besides the entries is a C comment):
@@ -45,7 +46,7 @@ everything besides the entries is a C comment):
   (a value is a word, or text in double quotes without a double quote in it), and optionally
   note="..." for a one-line remark in the header's table. Keys in use: T (the element C type), dt (its
   dtype tag: fp32|fp16|bf16, uint8), fmt (fp4|nf4), opt (adam|ademamix|lion|momentum|rmsprop|adagrad),
-  out (the igemmlt output stage); any other key becomes a column of its own. C and C++ users of the
+  out (the igemmlt output stage), feature (the CPU feature a bnb_cpu query reports); any other key becomes a column of its own. C and C++ users of the
   lists take the variant as one macro argument and may ignore it.
 
   /** @family <id> [title]
@@ -194,6 +195,7 @@ VARIANT_ARGUMENTS = {
             "momentum": "kbit::optim::Kind::Momentum", "rmsprop": "kbit::optim::Kind::RMSprop"},
     "out": {"int32": "kbit::IgemmOutput::Int32", "int8": "kbit::IgemmOutput::Int8",
             "int8_rowscale": "kbit::IgemmOutput::Int8RowScale"},
+    "feature": {"avx512f": "kbit::CpuFeature::Avx512F", "avx512bf16": "kbit::CpuFeature::Avx512Bf16"},
 }
 EXPORTS_DIR = ROOT / "src" / "common" / "generated"
 LOADER_GENERATED_DIR = ROOT / "src" / "loader" / "generated"
@@ -509,7 +511,7 @@ def generated_files():
         header = INCLUDE / f"kbit_{iface}.h"
         files.append((header, render_header(iface, header.read_text())))
     files.append((GENERATED / "kbit_all.def", render_all_def()))
-    for iface in INTERFACES:
+    for iface in INTERFACES + (BNB_CPU,):
         files.append((EXPORTS_DIR / f"kbit_{iface}_exports.cpp", render_backend_exports(iface)))
     files += loader_files(LOADER_GENERATED_DIR)
     return files

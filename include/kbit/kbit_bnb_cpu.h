@@ -219,17 +219,17 @@ KBIT_API kbit_status gemv_4bit_inference_cpu_nf4_bf16(int64_t M, int64_t N, int6
  *
  * Variants:
  *
- * | function             | note                         |
- * |----------------------|------------------------------|
- * | has_avx512f_cpu()    | AVX-512 F, VL, DQ, BW in use |
- * | has_avx512bf16_cpu() | also AVX512-BF16             |
+ * | function             | feature    | note                         |
+ * |----------------------|------------|------------------------------|
+ * | has_avx512f_cpu()    | avx512f    | AVX-512 F, VL, DQ, BW in use |
+ * | has_avx512bf16_cpu() | avx512bf16 | also AVX512-BF16             |
  *
  * @return true or false; never fails.
  * @since bnb_cpu 1.0
  */
-/** bnb_cpu_has_avx512; AVX-512 F, VL, DQ, BW in use. */
+/** bnb_cpu_has_avx512: feature = avx512f; AVX-512 F, VL, DQ, BW in use. */
 KBIT_API bool has_avx512f_cpu(void);
-/** bnb_cpu_has_avx512; also AVX512-BF16. */
+/** bnb_cpu_has_avx512: feature = avx512bf16; also AVX512-BF16. */
 KBIT_API bool has_avx512bf16_cpu(void);
 
 /* END GENERATED DECLARATIONS */

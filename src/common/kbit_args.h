@@ -125,4 +125,18 @@ inline Args& blockwise_disjoint(Args& a, Blockwise dir, const void* in, const fl
         .disjoint("out", out, elems, "code", code, table);
 }
 
+// The rules every blockwise (de)quantization shares once its blocksize is checked (by the caller,
+// on `a`): 0 <= n <= kMaxElements, no NULL pointer when there is an element (`code` only for 8-bit
+// codes), no output overlapping an input or another output. `*empty`: the call is valid and n == 0.
+inline kbit_status blockwise_rules(Args& a, Blockwise dir, int code_bits, const float* code, const void* in,
+                                   const float* absmax, const void* out, int64_t blocksize, int64_t n,
+                                   int64_t elem_bytes, bool* empty) {
+    a.nonneg("n", n).at_most("n", n, kMaxElements);
+    *empty = a.ok() && n == 0;
+    if (!a.ok() || *empty) return a.status();
+    if (code_bits == 8) a.not_null("code", code);
+    a.not_null("A", in).not_null("absmax", absmax).not_null("out", out);
+    return blockwise_disjoint(a, dir, in, absmax, out, code, n, blocksize, code_bits, elem_bytes).status();
+}
+
 }  // namespace kbit

@@ -13,11 +13,8 @@ inline kbit_status validate_blockwise_4bit(const char* fn, Blockwise dir, const 
                                            const void* out, int64_t blocksize, int64_t n, int64_t elem_bytes,
                                            bool* empty) {
     Args a(fn);
-    a.blocksize(blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
-    *empty = a.ok() && n == 0;
-    if (!a.ok() || *empty) return a.status();
-    a.not_null("A", in).not_null("absmax", absmax).not_null("out", out);
-    return blockwise_disjoint(a, dir, in, absmax, out, nullptr, n, blocksize, 4, elem_bytes).status();
+    a.blocksize(blocksize);
+    return blockwise_rules(a, dir, 4, nullptr, in, absmax, out, blocksize, n, elem_bytes, empty);
 }
 
 // kbit_quantize_4bit / kbit_dequantize_4bit: the selectors, then the blockwise rules.

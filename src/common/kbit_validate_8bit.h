@@ -41,11 +41,8 @@ inline kbit_status validate_blockwise_8bit(const char* fn, Blockwise dir, const 
                                            bool* empty) {
     Args a(fn);
     if (dtype != nullptr) a.dtype(*dtype);
-    a.blocksize_8bit(blocksize, max_blocksize).nonneg("n", n).at_most("n", n, kMaxElements);
-    *empty = a.ok() && n == 0;
-    if (!a.ok() || *empty) return a.status();
-    a.not_null("code", code).not_null("A", in).not_null("absmax", absmax).not_null("out", out);
-    return blockwise_disjoint(a, dir, in, absmax, out, code, n, blocksize, 8, elem_bytes).status();
+    a.blocksize_8bit(blocksize, max_blocksize);
+    return blockwise_rules(a, dir, 8, code, in, absmax, out, blocksize, n, elem_bytes, empty);
 }
 
 // The LLM.int8 outlier threshold: >= 0 (0 = no outliers), never NaN; +inf is allowed.

@@ -3,7 +3,7 @@
 // the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot),
 // kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_simd.cpp (cgemm_4bit
 // at prefill sizes, AVX2) and kernels_4bit_prefill_avx512.cpp (the same on AVX-512). Kernels work on
-// a range; the thread drivers in api_4bit.cpp split the work and call them. Every quantize/dequantize
+// a range; the thread drivers in ops_4bit.cpp split the work and call them. Every quantize/dequantize
 // kernel is bit-exact with kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order
 // (class F), the reference dot kernel in the reference order.
 #pragma once
@@ -20,7 +20,8 @@ struct Quant4bitKernels {
     // Blocks [b0, b1) of an n-element tensor: absmax[b] and the packed bytes of those blocks.
     void (*quantize_blocks)(QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize, int64_t n,
                             int64_t b0, int64_t b1);
-    // Elements [i0, i1): out[i] = RN_T(LUT[nibble(i)] * absmax[i / blocksize]). `stream` asks for
+    // Elements [i0, i1): out[i] = RN_T(LUT[nibble(i)] * absmax[i / blocksize]) for any blocksize >= 1
+    // (the 4-bit interface's powers of two, any for bitsandbytes' CPU names). `stream` asks for
     // non-temporal stores (output far larger than the cache).
     void (*dequantize_range)(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize,
                              int64_t i0, int64_t i1, bool stream);

@@ -134,6 +134,12 @@ constexpr int64_t kGroup = 32;  // elements per dequantize step (16 packed bytes
 template <class T>
 void dequantize_range(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize, int64_t i0,
                       int64_t i1, bool stream) {
+    // Groups of 32 elements under one scale: blocks that are powers of two of at least a group. Other
+    // blocksizes (bitsandbytes' CPU names take any) go to the reference, which divides.
+    if (blocksize < kGroup || (blocksize & (blocksize - 1)) != 0) {
+        ref::dequantize_4bit_range(qt, A, absmax, out, blocksize, i0, i1);
+        return;
+    }
     const float* lut = ref::lut_4bit(qt);
     // Non-temporal stores need aligned vectors: group starts are then 32-byte aligned exactly when
     // `out` is.

@@ -20,7 +20,7 @@ struct BnbCpuKernels {
                         int64_t out_stride, int64_t g0, int64_t g1);
 };
 
-// The table of the active ISA, assembled once (api_bnb_cpu.cpp).
+// The table of the active ISA, assembled once (kernels_bnb_cpu.cpp).
 const BnbCpuKernels& bnb_cpu_kernels();
 
 // Override hook of the SIMD source (see cpu_isa.h).

@@ -1,0 +1,18 @@
+// The bitsandbytes-CPU kernel table of the active ISA, assembled once: the reference fills the slot,
+// the SIMD source overrides it (see kernels_bnb_cpu.h and cpu_isa.h).
+#include "kernels_bnb_cpu.h"
+
+#include "ref_bnb_cpu.h"
+
+namespace kbit::cpu {
+
+const BnbCpuKernels& bnb_cpu_kernels() {
+    static const BnbCpuKernels table = [] {
+        BnbCpuKernels t{&ref::bnb_cpu_gemv_4bit_groups};
+        override_bnb_cpu_simd(t);
+        return t;
+    }();
+    return table;
+}
+
+}  // namespace kbit::cpu
