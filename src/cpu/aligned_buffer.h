@@ -18,7 +18,7 @@ namespace kbit::cpu {
 // `bytes` rounded up to a whole number of 64-byte lines (one AVX-512 vector; std::aligned_alloc
 // takes only multiples of the alignment), 64-byte aligned, uninitialized; nullptr where the rounded
 // size does not fit size_t or the allocation fails. Free with std::free. The backend's allocations
-// of managed and device memory (api_core.cpp, api_optim8.cpp) and the kernels' scratch below.
+// of managed and device memory (ops_core.cpp, ops_optim8.cpp) and the kernels' scratch below.
 inline void* aligned_alloc64(size_t bytes) {
     constexpr size_t kAlign = 64;
     if (bytes > SIZE_MAX - (kAlign - 1)) return nullptr;

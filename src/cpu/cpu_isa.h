@@ -25,18 +25,28 @@ bool isa_cap_valid();
 
 // Kernel tables. Each kernel family has a typed table struct (kernels_<family>.h) whose every slot
 // the scalar reference fills first; that table is the one under Isa::Ref. The SIMD sources then
-// override the slots they implement for the active ISA, each through an override hook of the form
-// `void override_<family>_<source>(Table&)` defined in its HWY_ONCE part with override_for_active_isa.
-// The table is assembled once per process (a function-local static in kernels_<family>.cpp), and
-// callers call its slots without testing them. A kernel with a precondition says so through a
-// named capability in its table (a `supports` predicate or a flag), never through a null slot.
+// override the slots they implement for the active ISA. The table is assembled once per process (a
+// function-local static in kernels_<family>.cpp), and callers call its slots without testing them. A
+// kernel with a precondition says so through a named capability in its table (a `supports` predicate
+// or a flag), never through a null slot.
 //
 // Highway kernel files compile their kernels for two targets only, the AVX2 target (namespace
-// N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512 and above: `#if
-// KBIT_HWY_KERNEL_TARGET` around the kernels, and override_for_active_isa in the HWY_ONCE part to
-// apply an instance's overrides. Kernels of Isa::Avx512Vbmi are intrinsics under a target attribute
-// (not Highway), applied after the AVX3 ones when isa_at_least(Isa::Avx512Vbmi).
+// N_AVX2) for Isa::Avx2 and the AVX3 target (N_AVX3) for Isa::Avx512 and above (`#if
+// KBIT_HWY_KERNEL_TARGET` or `#if HWY_TARGET == HWY_AVX2 / HWY_AVX3` around the kernels). Each target
+// a file is compiled for defines `void kbit::cpu::N_<target>::Override<Part>(Table&)`, declared in
+// kernels_<family>.h, which sets that target's slots; the table assembly applies the active ISA's with
+// override_for_active_isa(table, &N_AVX3::Override<Part>, &N_AVX2::Override<Part>). Kernels of
+// Isa::Avx512Vbmi are intrinsics under a target attribute (not Highway), applied after the AVX3 ones
+// by a hook of their own, `void override_<family>_avx512vbmi(Table&)`, which checks
+// isa_at_least(Isa::Avx512Vbmi) itself (and a library's, override_<family>_<library>, whether it may
+// be used).
 #define KBIT_HWY_KERNEL_TARGET (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3)
+
+// Declares the overrides of Highway sources compiled for both kernel targets in both namespaces
+// (kernels_<family>.h).
+#define KBIT_HWY_OVERRIDES(...)      \
+    namespace N_AVX2 { __VA_ARGS__ } \
+    namespace N_AVX3 { __VA_ARGS__ }
 
 // Whether the active ISA is `isa` or a level above it.
 inline bool isa_at_least(Isa isa) { return static_cast<int>(active_isa()) >= static_cast<int>(isa); }

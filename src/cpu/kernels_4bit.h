@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cpu_isa.h"
 #include "kbit_formats.h"
 #include "kbit_half.h"
 
@@ -74,12 +75,15 @@ const Quant4bitKernels<T>& quant_4bit_kernels();
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize);
 const Prefill4bitKernels& prefill_4bit_kernels();
 
-// Override hooks of the SIMD sources (see cpu_isa.h).
-template <class T>
-void override_quant_4bit_simd(Quant4bitKernels<T>& table);  // kernels_4bit_simd.cpp
-void override_dot_4bit_simd(Dot4bitKernels& table);         // kernels_4bit_simd.cpp (AVX2)
-void override_dot_4bit_avx512(Dot4bitKernels& table);       // kernels_4bit_dot_avx512.cpp
-void override_prefill_4bit_simd(Prefill4bitKernels& table);    // kernels_4bit_prefill_simd.cpp (AVX2)
-void override_prefill_4bit_avx512(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx512.cpp
+// The overrides of the Highway sources, per target (see cpu_isa.h).
+KBIT_HWY_OVERRIDES(template <class T> void OverrideQuant(Quant4bitKernels<T>& table);)  // kernels_4bit_simd.cpp
+namespace N_AVX2 {
+void OverrideDot(Dot4bitKernels& table);          // kernels_4bit_simd.cpp
+void OverridePrefill(Prefill4bitKernels& table);  // kernels_4bit_prefill_simd.cpp
+}  // namespace N_AVX2
+namespace N_AVX3 {
+void OverrideDot512(Dot4bitKernels& table);          // kernels_4bit_dot_avx512.cpp
+void OverridePrefill512(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx512.cpp
+}  // namespace N_AVX3
 
 }  // namespace kbit::cpu

@@ -32,8 +32,7 @@
 #include "kernels_4bit.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3
 namespace {
 
@@ -311,16 +310,5 @@ void OverrideDot512(Dot4bitKernels& t) {
     t.dot_rows = &dot_rows;
 }
 #endif  // HWY_TARGET == HWY_AVX3
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_dot_4bit_avx512(Dot4bitKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideDot512, nullptr);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

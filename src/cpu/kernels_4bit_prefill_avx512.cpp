@@ -35,8 +35,7 @@
 #include "kernels_4bit.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3
 namespace {
 
@@ -201,16 +200,5 @@ void OverridePrefill512(Prefill4bitKernels& t) {
     t.rows = &rows;
 }
 #endif  // HWY_TARGET == HWY_AVX3
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_prefill_4bit_avx512(Prefill4bitKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverridePrefill512, nullptr);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

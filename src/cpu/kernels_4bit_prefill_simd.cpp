@@ -20,8 +20,7 @@
 #include "kernels_4bit.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX2
 namespace {
 
@@ -123,16 +122,5 @@ void OverridePrefill(Prefill4bitKernels& t) {
 }
 
 #endif  // HWY_TARGET == HWY_AVX2
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_prefill_4bit_simd(Prefill4bitKernels& table) {
-    override_for_active_isa(table, nullptr, &N_AVX2::OverridePrefill);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

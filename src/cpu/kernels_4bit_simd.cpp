@@ -21,8 +21,7 @@
 #include "ref_4bit.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 #if KBIT_HWY_KERNEL_TARGET
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -683,6 +682,10 @@ void OverrideQuant(Quant4bitKernels<T>& t) {
     t.quantize_blocks = &quantize_blocks<T>;
     t.dequantize_range = &dequantize_range<T>;
 }
+template void OverrideQuant<float>(Quant4bitKernels<float>&);
+template void OverrideQuant<kbit_half>(Quant4bitKernels<kbit_half>&);
+template void OverrideQuant<kbit_bf16>(Quant4bitKernels<kbit_bf16>&);
+
 void OverrideDot(Dot4bitKernels& t) {
     t.group = kDotGroup;
     t.supports = &dot_4bit_simd_supports;
@@ -691,27 +694,5 @@ void OverrideDot(Dot4bitKernels& t) {
 }
 
 #endif  // KBIT_HWY_KERNEL_TARGET
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-template <class T>
-void override_quant_4bit_simd(Quant4bitKernels<T>& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
-}
-
-// AVX-512 has its own dot kernels (kernels_4bit_dot_avx512.cpp: one vpermps per 16 weights); this file's
-// 256-bit ones serve AVX2.
-void override_dot_4bit_simd(Dot4bitKernels& table) {
-    override_for_active_isa(table, nullptr, &N_AVX2::OverrideDot);
-}
-
-template void override_quant_4bit_simd<float>(Quant4bitKernels<float>&);
-template void override_quant_4bit_simd<kbit_half>(Quant4bitKernels<kbit_half>&);
-template void override_quant_4bit_simd<kbit_bf16>(Quant4bitKernels<kbit_bf16>&);
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

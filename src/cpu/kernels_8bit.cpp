@@ -45,7 +45,9 @@ template <class T>
 const Blockwise8Kernels<T>& blockwise8_kernels() {
     static const Blockwise8Kernels<T> table = [] {
         Blockwise8Kernels<T> t{false, &ref_quantize<T>, &ref_dequantize<T>};
-        override_blockwise8_simd(t);
+        // Dequantize under avx512: AVX3's gathers beat AVX2's 8 assembled look-ups per vector (one
+        // Sapphire Rapids core, 64M codes: fp32 21.8 -> 25.0 GB/s, fp16 11.4 -> 13.2, bf16 10.5 -> 17.1).
+        override_for_active_isa(t, &N_AVX3::OverrideBlockwise8<T>, &N_AVX2::OverrideBlockwise8<T>);
         override_blockwise8_avx512vbmi(t);
         return t;
     }();
@@ -55,7 +57,7 @@ const Blockwise8Kernels<T>& blockwise8_kernels() {
 const Int8Kernels& int8_kernels() {
     static const Int8Kernels table = [] {
         Int8Kernels t{&ref_vector_quant, &ref_dequant_mm, &ref::int8_outlier_flags, &ref::int8_outlier_matmul_rows};
-        override_int8_simd(t);
+        override_for_active_isa(t, &N_AVX3::OverrideInt8, &N_AVX2::OverrideInt8);
         return t;
     }();
     return table;
@@ -64,7 +66,7 @@ const Int8Kernels& int8_kernels() {
 const IgemmKernels& igemm_kernels() {
     static const IgemmKernels table = [] {
         IgemmKernels t{&no_library, &ref_igemm_s32};
-        override_igemm_simd(t);
+        override_for_active_isa(t, &N_AVX3::OverrideIgemm, &N_AVX2::OverrideIgemm);
         override_igemm_onednn(t);
         return t;
     }();

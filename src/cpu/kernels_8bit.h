@@ -3,11 +3,12 @@
 // exact int8 GEMM (IgemmKernels). Every slot is filled from the scalar reference (ref_8bit.h), then
 // the SIMD sources override theirs for the active ISA (Highway AVX2 / AVX3, then the AVX-512 VBMI
 // dequantizer); the GEMM also has a library slot (oneDNN). Kernels work on a range (of blocks, rows or elements) so that the thread
-// drivers in api_8bit.cpp can split a call across OpenMP threads; arguments are already validated.
+// drivers in ops_8bit.cpp can split a call across OpenMP threads; arguments are already validated.
 #pragma once
 
 #include <cstdint>
 
+#include "cpu_isa.h"
 #include "kbit/kbit_core.h"
 #include "kbit_code8_lut.h"
 
@@ -74,14 +75,16 @@ const Blockwise8Kernels<T>& blockwise8_kernels();
 const Int8Kernels& int8_kernels();
 const IgemmKernels& igemm_kernels();
 
-// Override hooks of the SIMD and library sources (see cpu_isa.h).
-template <class T>
-void override_blockwise8_simd(Blockwise8Kernels<T>& table);  // kernels_8bit_simd.cpp
+// The overrides of the Highway sources, per target (see cpu_isa.h),
+KBIT_HWY_OVERRIDES(
+    template <class T> void OverrideBlockwise8(Blockwise8Kernels<T>& table);  // kernels_8bit_simd.cpp
+    void OverrideInt8(Int8Kernels& table);                                    // kernels_int8_simd.cpp
+    void OverrideIgemm(IgemmKernels& table);                                  // kernels_igemm_simd.cpp
+)
+// and the hooks of the intrinsics and library sources.
 template <class T>
 void override_blockwise8_avx512vbmi(Blockwise8Kernels<T>& table);  // kernels_8bit_dequantize_avx512vbmi.cpp
-void override_int8_simd(Int8Kernels& table);                 // kernels_int8_simd.cpp
-void override_igemm_simd(IgemmKernels& table);               // kernels_igemm_simd.cpp
-void override_igemm_onednn(IgemmKernels& table);             // kernels_igemm_onednn.cpp
+void override_igemm_onednn(IgemmKernels& table);                   // kernels_igemm_onednn.cpp
 
 // "oneDNN s8s8s32 (AVX-512 VNNI)" or "kbit": who computes cigemmlt_* in this process.
 const char* igemm_provider();

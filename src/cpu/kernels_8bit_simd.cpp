@@ -28,8 +28,7 @@
 
 #if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Elements per pass: the code buffer and Code8CodesOf's key buffers stay in L1.
@@ -137,25 +136,10 @@ void OverrideBlockwise8(Blockwise8Kernels<T>& t) {
     t.quantize = &QuantizeSlot<T>;
     t.dequantize = &DequantizeRange<T>;
 }
+template void OverrideBlockwise8<float>(Blockwise8Kernels<float>&);
+template void OverrideBlockwise8<kbit_half>(Blockwise8Kernels<kbit_half>&);
+template void OverrideBlockwise8<kbit_bf16>(Blockwise8Kernels<kbit_bf16>&);
 
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 #endif  // KBIT_HWY_KERNEL_TARGET
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-template <class T>
-void override_blockwise8_simd(Blockwise8Kernels<T>& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideBlockwise8<T>, &N_AVX2::OverrideBlockwise8<T>);
-    // Dequantize under avx512: AVX3's gathers beat AVX2's 8 assembled look-ups per vector (one
-    // Sapphire Rapids core, 64M codes: fp32 21.8 -> 25.0 GB/s, fp16 11.4 -> 13.2, bf16 10.5 -> 17.1).
-}
-
-template void override_blockwise8_simd<float>(Blockwise8Kernels<float>&);
-template void override_blockwise8_simd<kbit_half>(Blockwise8Kernels<kbit_half>&);
-template void override_blockwise8_simd<kbit_bf16>(Blockwise8Kernels<kbit_bf16>&);
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

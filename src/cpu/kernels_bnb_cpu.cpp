@@ -9,7 +9,7 @@ namespace kbit::cpu {
 const BnbCpuKernels& bnb_cpu_kernels() {
     static const BnbCpuKernels table = [] {
         BnbCpuKernels t{&ref::bnb_cpu_gemv_4bit_groups};
-        override_bnb_cpu_simd(t);
+        override_for_active_isa(t, &N_AVX3::OverrideBnbGemv, &N_AVX2::OverrideBnbGemv);
         return t;
     }();
     return table;

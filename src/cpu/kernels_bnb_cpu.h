@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cpu_isa.h"
 #include "kbit_formats.h"
 #include "kbit_half.h"
 
@@ -23,7 +24,7 @@ struct BnbCpuKernels {
 // The table of the active ISA, assembled once (kernels_bnb_cpu.cpp).
 const BnbCpuKernels& bnb_cpu_kernels();
 
-// Override hook of the SIMD source (see cpu_isa.h).
-void override_bnb_cpu_simd(BnbCpuKernels& table);  // kernels_bnb_gemv_simd.cpp
+// The overrides of the Highway source, per target (see cpu_isa.h).
+KBIT_HWY_OVERRIDES(void OverrideBnbGemv(BnbCpuKernels& table);)  // kernels_bnb_gemv_simd.cpp
 
 }  // namespace kbit::cpu

@@ -148,7 +148,7 @@ void gemv_groups(QuantType qt, int64_t M, int64_t N, int64_t K, const kbit_bf16*
 
 }  // namespace
 
-void OverrideBnbCpu512(BnbCpuKernels& t) { t.gemv_groups = &gemv_groups; }
+void OverrideBnbGemv(BnbCpuKernels& t) { t.gemv_groups = &gemv_groups; }
 #endif  // HWY_TARGET == HWY_AVX3
 
 #if HWY_TARGET == HWY_AVX2
@@ -250,18 +250,8 @@ void gemv_groups(QuantType qt, int64_t M, int64_t N, int64_t K, const kbit_bf16*
 
 }  // namespace
 
-void OverrideBnbCpu256(BnbCpuKernels& t) { t.gemv_groups = &gemv_groups; }
+void OverrideBnbGemv(BnbCpuKernels& t) { t.gemv_groups = &gemv_groups; }
 #endif  // HWY_TARGET == HWY_AVX2
 }  // namespace HWY_NAMESPACE
 }  // namespace kbit::cpu
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_bnb_cpu_simd(BnbCpuKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideBnbCpu512, &N_AVX2::OverrideBnbCpu256);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

@@ -18,8 +18,7 @@
 
 #if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int64_t kOutsPerTile = 5;      // tile: 2 vectors of tokens x 5 outputs = 10 accumulators
@@ -257,17 +256,6 @@ void IgemmS32(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda, con
 
 void OverrideIgemm(IgemmKernels& t) { t.s32 = &IgemmS32; }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 #endif  // KBIT_HWY_KERNEL_TARGET
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_igemm_simd(IgemmKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideIgemm, &N_AVX2::OverrideIgemm);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

@@ -18,8 +18,7 @@
 
 #if KBIT_HWY_KERNEL_TARGET
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 void VectorQuant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t cols, int64_t r0,
@@ -134,17 +133,6 @@ void OverrideInt8(Int8Kernels& t) {
     t.outlier_matmul = &OutlierMatmul;
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 #endif  // KBIT_HWY_KERNEL_TARGET
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_int8_simd(Int8Kernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideInt8, &N_AVX2::OverrideInt8);
-}
-
-}  // namespace kbit::cpu
-#endif  // HWY_ONCE

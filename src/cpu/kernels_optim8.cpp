@@ -7,7 +7,7 @@ namespace kbit::cpu {
 const ref::OptimKernels& optim_kernels() {
     static const ref::OptimKernels table = [] {
         ref::OptimKernels t = ref::optim_kernels();
-        override_optim8_simd(t);
+        override_for_active_isa(t, &N_AVX3::OverrideOptim, &N_AVX2::OverrideOptim);
         return t;
     }();
     return table;

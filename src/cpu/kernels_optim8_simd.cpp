@@ -428,13 +428,3 @@ void OverrideOptim(ref::OptimKernels& t) { t = ref::make_kernels<Simd>(); }
 #endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kbit::cpu {
-
-void override_optim8_simd(ref::OptimKernels& table) {
-    override_for_active_isa(table, &N_AVX3::OverrideOptim, &N_AVX2::OverrideOptim);
-}
-
-}  // namespace kbit::cpu
-#endif
