@@ -1,7 +1,7 @@
 // kernels_4bit.h — the 4-bit kernel tables of the CPU backend (the idiom of every family: cpu_isa.h).
 // Every slot is filled from the scalar reference (ref_4bit.h), then the SIMD sources override it for
 // the active ISA: kernels_4bit_simd.cpp (Highway AVX2 and AVX3: quantize, dequantize; AVX2 dot),
-// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_simd.cpp (cgemm_4bit
+// kernels_4bit_dot_avx512.cpp (the AVX-512 dot kernels), kernels_4bit_prefill_avx2.cpp (cgemm_4bit
 // at prefill sizes, AVX2) and kernels_4bit_prefill_avx512.cpp (the same on AVX-512). Kernels work on
 // a range; the thread drivers in ops_4bit.cpp split the work and call them. Every quantize/dequantize
 // kernel is bit-exact with kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order
@@ -48,7 +48,7 @@ struct Dot4bitKernels {
 };
 
 // cgemm_4bit with many activation rows (prefill): weight panels dequantized to fp32 and multiplied
-// by a register-blocked kernel (kernels_4bit_prefill_simd.cpp, kernels_4bit_prefill_avx512.cpp). The
+// by a register-blocked kernel (kernels_4bit_prefill_avx2.cpp, kernels_4bit_prefill_avx512.cpp). The
 // reference table has no such kernel: its supports() is false and gemm_4bit keeps to dot_rows.
 struct Prefill4bitKernels {
     // Capability: whether rows() takes M fp32 activation rows of k columns with this blocksize.
@@ -79,7 +79,7 @@ const Prefill4bitKernels& prefill_4bit_kernels();
 KBIT_HWY_OVERRIDES(template <class T> void OverrideQuant(Quant4bitKernels<T>& table);)  // kernels_4bit_simd.cpp
 namespace N_AVX2 {
 void OverrideDot(Dot4bitKernels& table);          // kernels_4bit_simd.cpp
-void OverridePrefill(Prefill4bitKernels& table);  // kernels_4bit_prefill_simd.cpp
+void OverridePrefill(Prefill4bitKernels& table);  // kernels_4bit_prefill_avx2.cpp
 }  // namespace N_AVX2
 namespace N_AVX3 {
 void OverrideDot512(Dot4bitKernels& table);          // kernels_4bit_dot_avx512.cpp

@@ -3,7 +3,7 @@
 // tile of 12 activation rows x 2 strips keeps 24 accumulators, each lane one output. Per column a
 // tile loads 2 weight vectors, broadcasts 12 activations (load-port work) and issues 24 FMAs, with no
 // reduction across lanes: the sums go straight to the output rows, which are contiguous in n. The
-// dot-product form this replaces on AVX-512 (kernels_4bit_prefill_simd.cpp, kept for AVX2) reduced
+// dot-product form this replaces on AVX-512 (kernels_4bit_prefill_avx2.cpp, kept for AVX2) reduced
 // every accumulator across its lanes at the end of each chunk of K and spent a third of the time at
 // M = 16 in the generic dequantizer filling its panel.
 //

@@ -1,7 +1,7 @@
 // kernels_bnb_cpu.h — the kernel table of the bitsandbytes-CPU interface (kbit_bnb_cpu.h; the idiom of
 // every family: cpu_isa.h). Its quantizers and dequantizers are the 4-bit and 8-bit kernels
 // (kernels_4bit.h, kernels_8bit.h); only the GEMV on bitsandbytes' repacked weight layout is its own:
-// the scalar reference (ref_bnb_cpu.h) fills the slot, kernels_bnb_gemv_simd.cpp overrides it under
+// the scalar reference (ref_bnb_cpu.h) fills the slot, kernels_bnb_gemv_avx512.cpp overrides it under
 // the AVX2 and AVX-512 ISAs. Both are class F (fp32 block sums in their own order).
 #pragma once
 
@@ -25,6 +25,6 @@ struct BnbCpuKernels {
 const BnbCpuKernels& bnb_cpu_kernels();
 
 // The overrides of the Highway source, per target (see cpu_isa.h).
-KBIT_HWY_OVERRIDES(void OverrideBnbGemv(BnbCpuKernels& table);)  // kernels_bnb_gemv_simd.cpp
+KBIT_HWY_OVERRIDES(void OverrideBnbGemv(BnbCpuKernels& table);)  // kernels_bnb_gemv_avx512.cpp
 
 }  // namespace kbit::cpu

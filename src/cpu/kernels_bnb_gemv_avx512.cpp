@@ -22,7 +22,7 @@
 // Class F, the accuracy of kbit's own GEMV kernels (kernels_4bit_dot_avx512.cpp); the two targets sum
 // in different orders.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels_bnb_gemv_simd.cpp"
+#define HWY_TARGET_INCLUDE "kernels_bnb_gemv_avx512.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>

@@ -9,7 +9,7 @@
 // Class F: w = fp32(lut[q] * scale), then fp32 FMAs in this kernel's order (the lanes over the chunk,
 // a reduction across lanes, chunks added in order), bounded against fp64 by the conformance suite.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels_4bit_prefill_simd.cpp"
+#define HWY_TARGET_INCLUDE "kernels_4bit_prefill_avx2.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
