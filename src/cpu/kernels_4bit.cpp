@@ -41,6 +41,7 @@ const Quant4bitKernels<T>& quant_4bit_kernels() {
     static const Quant4bitKernels<T> table = [] {
         Quant4bitKernels<T> t{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
         override_for_active_isa(t, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
+        override_for_active_isa(t, &N_AVX3::OverrideBucketQuantizer<T>, nullptr);
         return t;
     }();
     return table;
@@ -49,9 +50,7 @@ const Quant4bitKernels<T>& quant_4bit_kernels() {
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize) {
     static const Dot4bitKernels table = [] {
         Dot4bitKernels t = ref_dot_4bit_kernels();
-        // AVX-512 has its own dot kernels (kernels_4bit_dot_avx512.cpp: one vpermps per 16 weights);
-        // the 256-bit ones of kernels_4bit_simd.cpp serve AVX2.
-        override_for_active_isa(t, &N_AVX3::OverrideDot512, &N_AVX2::OverrideDot);
+        override_for_active_isa(t, &N_AVX3::OverrideDot, &N_AVX2::OverrideDot);
         return t;
     }();
     return table.supports(k, row_elems, blocksize) ? table : ref_dot_4bit_kernels();
@@ -60,7 +59,7 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 const Prefill4bitKernels& prefill_4bit_kernels() {
     static const Prefill4bitKernels table = [] {
         Prefill4bitKernels t{&never, &no_panel, &ref_prefill_rows};
-        override_for_active_isa(t, &N_AVX3::OverridePrefill512, &N_AVX2::OverridePrefill);
+        override_for_active_isa(t, &N_AVX3::OverridePrefill, &N_AVX2::OverridePrefill);
         return t;
     }();
     return table;

@@ -303,7 +303,7 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 
 }  // namespace
 
-void OverrideDot512(Dot4bitKernels& t) {
+void OverrideDot(Dot4bitKernels& t) {
     t.group = kGroup;
     t.supports = &dot_4bit_simd_supports;
     t.prepare = &prepare;

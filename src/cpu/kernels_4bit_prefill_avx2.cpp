@@ -4,7 +4,7 @@
 // kernel: tiles of 4 activation rows x 3 weight rows (12 accumulators of 16 registers), each lane
 // summing its own share of the chunk, reduced at the end of the chunk. A tile's activations (4 x 1024
 // floats, 16 KB) stay in L1 across the panel's tiles; the panel (256 KB) in L2. The dot kernels
-// (kernels_4bit_simd.cpp) decode every weight once per slice of activation rows.
+// (kernels_4bit_dot_avx2.cpp) decode every weight once per slice of activation rows.
 //
 // Class F: w = fp32(lut[q] * scale), then fp32 FMAs in this kernel's order (the lanes over the chunk,
 // a reduction across lanes, chunks added in order), bounded against fp64 by the conformance suite.

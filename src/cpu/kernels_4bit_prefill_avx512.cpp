@@ -194,7 +194,7 @@ void rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scale
 
 }  // namespace
 
-void OverridePrefill512(Prefill4bitKernels& t) {
+void OverridePrefill(Prefill4bitKernels& t) {
     t.supports = &supports;
     t.panel_floats = &panel_floats;
     t.rows = &rows;
