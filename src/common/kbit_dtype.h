@@ -27,3 +27,11 @@ decltype(auto) with_dtype(int32_t dtype, F&& f) {
 }
 
 }  // namespace kbit
+
+// Explicitly instantiates the function template `op` of the enclosing namespace for the three element
+// types, for callers compiled in another file (a backend's typed operations of kbit_ops_<iface>.h, the
+// CPU backend's kernel tables and overrides).
+#define KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(op)   \
+    template decltype(op<float>) op<float>;         \
+    template decltype(op<kbit_half>) op<kbit_half>; \
+    template decltype(op<kbit_bf16>) op<kbit_bf16>

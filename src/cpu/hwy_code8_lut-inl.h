@@ -23,8 +23,7 @@
 #include "kbit_code8_lut.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // code[c[k]] for the Lanes(df) codes at c. AVX2: GCC assembles the lanes from scalar loads, 1.5x
@@ -185,8 +184,7 @@ HWY_INLINE bool Code8CodesOf(DF df, const Code8Lut& lut, size_t count, YAt y_at,
 #endif
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // per-target include guard

@@ -20,8 +20,7 @@
 #include "kbit_half.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kbit::cpu {
-namespace HWY_NAMESPACE {
+namespace kbit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Lanes(df) elements at p as fp32 lanes (exact).
@@ -160,8 +159,7 @@ HWY_INLINE float BlockAbsmax(DF df, const T* x, int64_t len, float start) {
     }
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace kbit::cpu
+}  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #endif  // per-target include guard

@@ -23,9 +23,16 @@ namespace kbit::cpu::HWY_NAMESPACE {
 #if KBIT_HWY_KERNEL_TARGET
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The 256-bit vectors of these lookups, and of the kernels that use them.
+using DF = hn::Full256<float>;
+using DU16 = hn::Full256<uint16_t>;
+using DU8 = hn::Full256<uint8_t>;
+using VF = hn::Vec<DF>;
+using VU8 = hn::Vec<DU8>;
+
 // A 16-entry fp32 table as 4 byte planes (plane k = byte k of every entry, duplicated per block).
 struct Planes {
-    hn::Vec<hn::Full256<uint8_t>> p[4];
+    VU8 p[4];
 };
 
 HWY_INLINE Planes make_planes(const float* table) {
@@ -36,17 +43,17 @@ HWY_INLINE Planes make_planes(const float* table) {
         for (int k = 0; k < 4; ++k) bytes[k][j] = static_cast<uint8_t>(u >> (8 * k));
     }
     Planes planes;
-    for (int k = 0; k < 4; ++k) planes.p[k] = hn::LoadDup128(hn::Full256<uint8_t>(), bytes[k]);
+    for (int k = 0; k < 4; ++k) planes.p[k] = hn::LoadDup128(DU8(), bytes[k]);
     return planes;
 }
 
 // Looks up 32 fp32 values through byte planes; f[m] receives 8 values: lane l of f[m] comes from index
 // byte 16 * (l / 4) + 4 * m + l % 4 (the dequantizer arranges its index bytes so that f[m] holds
 // elements 8m..8m+7 in order).
-HWY_INLINE void lookup_f32(const Planes& t, hn::Vec<hn::Full256<uint8_t>> idx, hn::Vec<hn::Full256<float>> f[4]) {
-    const hn::Full256<uint8_t> d8;
-    const hn::Full256<uint16_t> d16;
-    const hn::Full256<float> df;
+HWY_INLINE void lookup_f32(const Planes& t, VU8 idx, VF f[4]) {
+    const DU8 d8;
+    const DU16 d16;
+    const DF df;
     const auto p0 = hn::TableLookupBytes(t.p[0], idx), p1 = hn::TableLookupBytes(t.p[1], idx);
     const auto p2 = hn::TableLookupBytes(t.p[2], idx), p3 = hn::TableLookupBytes(t.p[3], idx);
     const auto w01l = hn::BitCast(d16, hn::InterleaveLower(d8, p0, p1));

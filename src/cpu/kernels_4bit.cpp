@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kbit_dtype.h"
 #include "ref_4bit.h"
 
 namespace kbit::cpu {
@@ -65,8 +66,6 @@ const Prefill4bitKernels& prefill_4bit_kernels() {
     return table;
 }
 
-template const Quant4bitKernels<float>& quant_4bit_kernels<float>();
-template const Quant4bitKernels<kbit_half>& quant_4bit_kernels<kbit_half>();
-template const Quant4bitKernels<kbit_bf16>& quant_4bit_kernels<kbit_bf16>();
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quant_4bit_kernels);
 
 }  // namespace kbit::cpu

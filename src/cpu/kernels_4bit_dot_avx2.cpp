@@ -23,13 +23,6 @@ namespace kbit::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX2
 namespace {
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::Full256<float>;
-using DU16 = hn::Full256<uint16_t>;
-using DU8 = hn::Full256<uint8_t>;
-using VF = hn::Vec<DF>;
-using VU8 = hn::Vec<DU8>;
-
 constexpr int64_t kDotGroup = 64;
 
 // Position in a prepared group of element e of the group (inverse of lookup_f32's lane order).
@@ -135,12 +128,7 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 
 }  // namespace
 
-void OverrideDot(Dot4bitKernels& t) {
-    t.group = kDotGroup;
-    t.supports = &dot_4bit_simd_supports;
-    t.prepare = &prepare;
-    t.dot_rows = &dot_rows;
-}
+void OverrideDot(Dot4bitKernels& t) { t = {kDotGroup, &dot_4bit_simd_supports, &prepare, &dot_rows}; }  // every slot
 #endif  // HWY_TARGET == HWY_AVX2
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -303,12 +303,7 @@ void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t
 
 }  // namespace
 
-void OverrideDot(Dot4bitKernels& t) {
-    t.group = kGroup;
-    t.supports = &dot_4bit_simd_supports;
-    t.prepare = &prepare;
-    t.dot_rows = &dot_rows;
-}
+void OverrideDot(Dot4bitKernels& t) { t = {kGroup, &dot_4bit_simd_supports, &prepare, &dot_rows}; }  // every slot
 #endif  // HWY_TARGET == HWY_AVX3
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

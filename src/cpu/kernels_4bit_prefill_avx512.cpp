@@ -194,11 +194,7 @@ void rows(const float* a, int M, int64_t k, const uint8_t* B, const float* scale
 
 }  // namespace
 
-void OverridePrefill(Prefill4bitKernels& t) {
-    t.supports = &supports;
-    t.panel_floats = &panel_floats;
-    t.rows = &rows;
-}
+void OverridePrefill(Prefill4bitKernels& t) { t = {&supports, &panel_floats, &rows}; }  // every slot
 #endif  // HWY_TARGET == HWY_AVX3
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

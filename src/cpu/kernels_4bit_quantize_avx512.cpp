@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "cpu_isa.h"
+#include "kbit_dtype.h"
 #include "kbit_formats.h"
 #include "kernels_4bit.h"
 #include "ref_4bit.h"
@@ -317,9 +318,7 @@ void OverrideBucketQuantizer(Quant4bitKernels<T>& t) {
     g_search<T> = t.quantize_blocks;
     t.quantize_blocks = &quantize_blocks<T>;
 }
-template void OverrideBucketQuantizer<float>(Quant4bitKernels<float>&);
-template void OverrideBucketQuantizer<kbit_half>(Quant4bitKernels<kbit_half>&);
-template void OverrideBucketQuantizer<kbit_bf16>(Quant4bitKernels<kbit_bf16>&);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(OverrideBucketQuantizer);
 
 #endif  // HWY_TARGET == HWY_AVX3
 }  // namespace kbit::cpu::HWY_NAMESPACE

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "cpu_isa.h"
+#include "kbit_dtype.h"
 #include "kernels_4bit.h"
 #include "ref_4bit.h"
 
@@ -24,13 +25,7 @@ HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu::HWY_NAMESPACE {
 #if KBIT_HWY_KERNEL_TARGET
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::Full256<float>;
-using DU32 = hn::Full256<uint32_t>;
-using DU16 = hn::Full256<uint16_t>;
-using DU8 = hn::Full256<uint8_t>;
-using VF = hn::Vec<DF>;
-using VU8 = hn::Vec<DU8>;
+using DU32 = hn::Full256<uint32_t>;  // beside the vectors of hwy_nibble_planes-inl.h
 
 // ------------------------------------------------------------------------------------------------
 // Nibble expansion. 16 packed bytes x0..x15 hold elements e0..e31 (e2j = high nibble of xj). The
@@ -266,9 +261,7 @@ void OverrideQuant(Quant4bitKernels<T>& t) {
     t.quantize_blocks = &quantize_blocks<T>;
     t.dequantize_range = &dequantize_range<T>;
 }
-template void OverrideQuant<float>(Quant4bitKernels<float>&);
-template void OverrideQuant<kbit_half>(Quant4bitKernels<kbit_half>&);
-template void OverrideQuant<kbit_bf16>(Quant4bitKernels<kbit_bf16>&);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(OverrideQuant);
 
 #endif  // KBIT_HWY_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE

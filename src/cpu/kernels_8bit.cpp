@@ -2,6 +2,7 @@
 // SIMD (and library) sources override theirs (see kernels_8bit.h and cpu_isa.h).
 #include "kernels_8bit.h"
 
+#include "kbit_dtype.h"
 #include "kbit_half.h"
 #include "ref_8bit.h"
 
@@ -73,8 +74,6 @@ const IgemmKernels& igemm_kernels() {
     return table;
 }
 
-template const Blockwise8Kernels<float>& blockwise8_kernels<float>();
-template const Blockwise8Kernels<kbit_half>& blockwise8_kernels<kbit_half>();
-template const Blockwise8Kernels<kbit_bf16>& blockwise8_kernels<kbit_bf16>();
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(blockwise8_kernels);
 
 }  // namespace kbit::cpu

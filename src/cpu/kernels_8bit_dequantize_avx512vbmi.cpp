@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "cpu_isa.h"
+#include "kbit_dtype.h"
 #include "kbit_half.h"
 #include "kernels_8bit.h"
 
@@ -269,8 +270,6 @@ void override_blockwise8_avx512vbmi(Blockwise8Kernels<T>& table) {
     }
 }
 
-template void override_blockwise8_avx512vbmi<float>(Blockwise8Kernels<float>&);
-template void override_blockwise8_avx512vbmi<kbit_half>(Blockwise8Kernels<kbit_half>&);
-template void override_blockwise8_avx512vbmi<kbit_bf16>(Blockwise8Kernels<kbit_bf16>&);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(override_blockwise8_avx512vbmi);
 
 }  // namespace kbit::cpu

@@ -12,6 +12,7 @@
 
 #include "cpu_isa.h"
 #include "kbit_code8.h"
+#include "kbit_dtype.h"
 #include "kbit_half.h"
 #include "kernels_8bit.h"
 #include "ref_8bit.h"
@@ -136,9 +137,7 @@ void OverrideBlockwise8(Blockwise8Kernels<T>& t) {
     t.quantize = &QuantizeSlot<T>;
     t.dequantize = &DequantizeRange<T>;
 }
-template void OverrideBlockwise8<float>(Blockwise8Kernels<float>&);
-template void OverrideBlockwise8<kbit_half>(Blockwise8Kernels<kbit_half>&);
-template void OverrideBlockwise8<kbit_bf16>(Blockwise8Kernels<kbit_bf16>&);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(OverrideBlockwise8);
 
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

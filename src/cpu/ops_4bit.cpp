@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kbit_dtype.h"
 #include "kbit_ops_4bit.h"
 #include "kernels_4bit.h"
 #include "parallel_range.h"
@@ -159,24 +160,12 @@ kbit_status torchao_dequantize(const char*, const uint8_t* qd, const int8_t* qs,
 }
 
 // For every element type: the exported functions that call these are compiled in another file
-// (src/common/generated/kbit_4bit_exports.cpp).
-template decltype(quantize_4bit<float>) quantize_4bit<float>;
-template decltype(quantize_4bit<kbit_half>) quantize_4bit<kbit_half>;
-template decltype(quantize_4bit<kbit_bf16>) quantize_4bit<kbit_bf16>;
-template decltype(dequantize_4bit<float>) dequantize_4bit<float>;
-template decltype(dequantize_4bit<kbit_half>) dequantize_4bit<kbit_half>;
-template decltype(dequantize_4bit<kbit_bf16>) dequantize_4bit<kbit_bf16>;
-template decltype(gemv_4bit<float>) gemv_4bit<float>;
-template decltype(gemv_4bit<kbit_half>) gemv_4bit<kbit_half>;
-template decltype(gemv_4bit<kbit_bf16>) gemv_4bit<kbit_bf16>;
-template decltype(gemm_4bit<float>) gemm_4bit<float>;
-template decltype(gemm_4bit<kbit_half>) gemm_4bit<kbit_half>;
-template decltype(gemm_4bit<kbit_bf16>) gemm_4bit<kbit_bf16>;
-template decltype(torchao_quantize<float>) torchao_quantize<float>;
-template decltype(torchao_quantize<kbit_half>) torchao_quantize<kbit_half>;
-template decltype(torchao_quantize<kbit_bf16>) torchao_quantize<kbit_bf16>;
-template decltype(torchao_dequantize<float>) torchao_dequantize<float>;
-template decltype(torchao_dequantize<kbit_half>) torchao_dequantize<kbit_half>;
-template decltype(torchao_dequantize<kbit_bf16>) torchao_dequantize<kbit_bf16>;
+// (src/common/generated/kbit_4bit_exports.cpp; kbit_bnb_cpu_exports.cpp for dequantize_4bit too).
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quantize_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemv_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_quantize);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_dequantize);
 
 }  // namespace kbit::ops

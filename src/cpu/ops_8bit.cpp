@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kbit_dtype.h"
 #include "kbit_live_set.h"
 #include "kbit_ops_8bit.h"
 #include "kernels_8bit.h"
@@ -166,12 +167,8 @@ kbit_status int8_outlier_matmul_fp16(const char*, const kbit_half* A, const int8
 }
 
 // For every element type: the exported functions that call these are compiled in another file
-// (src/common/generated/kbit_8bit_exports.cpp).
-template decltype(quantize_8bit<float>) quantize_8bit<float>;
-template decltype(quantize_8bit<kbit_half>) quantize_8bit<kbit_half>;
-template decltype(quantize_8bit<kbit_bf16>) quantize_8bit<kbit_bf16>;
-template decltype(dequantize_8bit<float>) dequantize_8bit<float>;
-template decltype(dequantize_8bit<kbit_half>) dequantize_8bit<kbit_half>;
-template decltype(dequantize_8bit<kbit_bf16>) dequantize_8bit<kbit_bf16>;
+// (src/common/generated/kbit_8bit_exports.cpp and kbit_bnb_cpu_exports.cpp).
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quantize_8bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_8bit);
 
 }  // namespace kbit::ops

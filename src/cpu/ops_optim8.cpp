@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "aligned_buffer.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_optim8.h"
 #include "kernels_optim8.h"
 #include "parallel_range.h"
@@ -66,12 +67,8 @@ kbit_status fill(const char*, T* A, T value, int64_t n) {
 
 // For every element type: the exported functions that call these are compiled in another file
 // (src/common/generated/kbit_optim8_exports.cpp).
-template decltype(optim32<float>) optim32<float>;
-template decltype(optim32<kbit_half>) optim32<kbit_half>;
-template decltype(optim32<kbit_bf16>) optim32<kbit_bf16>;
-template decltype(optim8_blockwise<float>) optim8_blockwise<float>;
-template decltype(optim8_blockwise<kbit_half>) optim8_blockwise<kbit_half>;
-template decltype(optim8_blockwise<kbit_bf16>) optim8_blockwise<kbit_bf16>;
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(optim32);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(optim8_blockwise);
 template decltype(fill<float>) fill<float>;
 template decltype(fill<unsigned char>) fill<unsigned char>;
 
