@@ -5,7 +5,7 @@
 // no stream parameter and run on the legacy default stream (stream = NULL), as bitsandbytes does.
 #include "blockwise_kernel.cuh"
 #include "cuda_check.h"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_4bit.h"
 
 namespace kbit::cuda {
@@ -85,7 +85,7 @@ kbit_status dequantize_4bit(const char* fn, QuantType qt, const uint8_t* A, cons
                                                                 cuda::to_stream(stream));
 }
 
-KBIT_CUDA_INSTANTIATE(quantize_4bit);
-KBIT_CUDA_INSTANTIATE(dequantize_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quantize_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_4bit);
 
 }  // namespace kbit::ops

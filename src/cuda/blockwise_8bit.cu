@@ -9,7 +9,7 @@
 #include "blockwise_kernel.cuh"
 #include "code8_search.h"
 #include "cuda_check.h"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_8bit.h"
 
 namespace kbit::cuda {
@@ -102,7 +102,7 @@ kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A,
                                                                 blocksize, n, {code}, cuda::to_stream(stream));
 }
 
-KBIT_CUDA_INSTANTIATE(quantize_8bit);
-KBIT_CUDA_INSTANTIATE(dequantize_8bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quantize_8bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_8bit);
 
 }  // namespace kbit::ops

@@ -13,7 +13,7 @@
 //    staged through shared memory in fp32, 4x4 outputs per thread.
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_4bit.h"
 
 namespace kbit::cuda {
@@ -261,7 +261,7 @@ kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float*
     return cuda::run<T>(fn, A, w, bias, out, M, N, K, cuda::to_stream(stream));
 }
 
-KBIT_CUDA_INSTANTIATE(gemv_4bit);
-KBIT_CUDA_INSTANTIATE(gemm_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemv_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit);
 
 }  // namespace kbit::ops

@@ -17,7 +17,7 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_optim8.h"
 #include "optim_dispatch.h"
 #include "optim_lanes.h"
@@ -173,6 +173,6 @@ kbit_status optim32(const char* fn, optim::Kind kind, const optim::Hyper& h, T* 
     return cuda::with_kind(kind, [&](auto k) { return cuda::run<T, decltype(k)::value>(fn, h, m, nullptr); });
 }
 
-KBIT_CUDA_INSTANTIATE(optim32);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(optim32);
 
 }  // namespace kbit::ops

@@ -16,7 +16,7 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_optim8.h"
 #include "optim_dispatch.h"
 #include "optim_lanes.h"
@@ -188,6 +188,6 @@ kbit_status optim8_blockwise(const char* fn, optim::Kind kind, const optim::Hype
     return cuda::with_kind(kind, [&](auto k) { return cuda::run<T, decltype(k)::value>(fn, h, m, nullptr); });
 }
 
-KBIT_CUDA_INSTANTIATE(optim8_blockwise);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(optim8_blockwise);
 
 }  // namespace kbit::ops

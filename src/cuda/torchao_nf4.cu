@@ -13,7 +13,7 @@
 
 #include "cuda_check.h"
 #include "cuda_elem.cuh"
-#include "instantiate.h"
+#include "kbit_dtype.h"
 #include "kbit_ops_4bit.h"
 #include "kbit_torchao_math.h"
 #include "ref_4bit.h"
@@ -148,7 +148,7 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, co
                             block_size, scaler_block_size, cuda::to_stream(stream));
 }
 
-KBIT_CUDA_INSTANTIATE(torchao_quantize);
-KBIT_CUDA_INSTANTIATE(torchao_dequantize);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_quantize);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_dequantize);
 
 }  // namespace kbit::ops
