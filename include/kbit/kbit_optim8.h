@@ -10,7 +10,7 @@
  * Numerics: every kernel evaluates its update in IEEE fp32 without contraction, in the order fixed in
  * src/common/kbit_optim_math.h (shared by every kbit backend), so CPU and GPU builds that follow it
  * produce identical bytes, for any thread count. fp16/bf16 parameters are rounded to nearest even.
- * Deviations from bitsandbytes (its known bugs) are listed in abi/ABI.md.
+ * Deviations from bitsandbytes (its known bugs) are listed in docs/behaviour.md.
  *
  * 8-bit state: codes of a 256-entry table per element plus one fp32 absmax per 256-element block
  * (fixed block size), initially all zero (codes 0 and absmax 0).

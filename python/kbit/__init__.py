@@ -4,7 +4,7 @@
     lib = kbit.load()                 # libkbit.so: every C function under its bitsandbytes/kbit name
     packed, state = kbit.quantize_4bit(w, quant_type="nf4")   # bitsandbytes.functional on numpy
 
-Needs neither torch nor a GPU. See README.md ("Python") for the whole tour.
+Needs neither torch nor a GPU. See docs/python.md for the whole tour.
 """
 from . import _abi
 from ._cffi import cdef

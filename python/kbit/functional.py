@@ -89,7 +89,7 @@ def _arg(ctx, fn, x, name, dtypes=None, numel=None, shape=None, writable=False):
         raise TypeError(f"{fn}: {name} must have dtype {_dtype_names(dtypes)}, not {dt.name}")
     if not contiguous:
         raise ValueError(f"{fn}: {name} must be C-contiguous")
-    if dtypes is not None and ptr % dt.alignment:  # ABI.md: a pointer needs its element type's alignment
+    if dtypes is not None and ptr % dt.alignment:  # docs/behaviour.md: a pointer needs its element type's alignment
         raise ValueError(f"{fn}: {name} is not aligned to its {dt.alignment}-byte {dt.name} elements")
     if writable and isinstance(x, np.ndarray) and not x.flags.writeable:
         raise ValueError(f"{fn}: {name} is read-only")

@@ -15,7 +15,7 @@ struct FileTrust {
 
 // Checks the file (a symlink's target), the directory it is found in and the target's directory:
 // writable by group or others (mode & 022), or owned by a user other than root and this process's
-// effective user, as OpenSSH checks its key files. The loader warns and still loads: see README.
+// effective user, as OpenSSH checks its key files. The loader warns and still loads: see docs/loader.md.
 FileTrust check_file_trust(const std::string& path);
 
 }  // namespace kbit::loader

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest install.consumer: `cmake --install` into a temporary prefix, then build and run small consumers
-# with find_package(kbit) and with pkg-config, build a vendor backend the way README.md tells vendors
+# with find_package(kbit) and with pkg-config, build a vendor backend the way docs/vendor-backend.md tells vendors
 # to, and run the installed `kbit info`.
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR CMAKE C_COMPILER PYTHON
 set -euo pipefail
@@ -35,7 +35,7 @@ echo "pkg-config: $flags (version $(pkg-config --modversion kbit))"
 "$cc" -std=c99 -Werror -o "$tmp/pc_consumer" "$src/tests/install/consumer_loader.c" $flags -Wl,-rpath,"$libdir"
 KBIT_BACKEND=cpu "$tmp/pc_consumer" "$libdir"
 
-echo "== a vendor backend built against the installed kbit (README: adding a backend)"
+echo "== a vendor backend built against the installed kbit (docs/vendor-backend.md)"
 abidir=$(pkg-config --variable=abidir kbit)
 mkdir "$tmp/vendor"
 # The loader test kit's fake backend stands in for the vendor's source.

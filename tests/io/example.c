@@ -1,4 +1,4 @@
-/* The README's example (C99): open a checkpoint with libkbit_io, dequantize one 4-bit layer with the
+/* The example of docs/checkpoints.md (C99): open a checkpoint with libkbit_io, dequantize one 4-bit layer with the
  * kernels of libkbit.so (host memory: the CPU backend) straight from the described pointers.
  * Usage: example PATH PREFIX */
 #include <math.h>

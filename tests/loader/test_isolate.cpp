@@ -130,7 +130,7 @@ TEST_CASE_METHOD(Sandbox, "isolate: kbit info --isolate lists each bad file with
 }
 
 TEST_CASE_METHOD(Sandbox, "isolate: without --isolate a probe that aborts takes kbit info down", "[isolate]") {
-    // What the loader cannot protect a process against (README): vendor code runs in it.
+    // What the loader cannot protect a process against (docs/loader.md): vendor code runs in it.
     dir.add(crashing_fake("abort"));
     const CommandResult info = run_kbit(dir.path(), "info");
     CHECK(info.status == 128 + SIGABRT);
