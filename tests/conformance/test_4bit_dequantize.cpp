@@ -98,7 +98,7 @@ TEMPLATE_TEST_CASE("4bit dequantize: large n across threads, streaming stores, u
 }
 
 TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbytes-named functions", "[4bit][dequantize]"
-                   "[fn:kbit_dequantize_4bit]", float, kbit_half, kbit_bf16) {
+                   "[fn:kbit_dequantize_4bit]" FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
     for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
         DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize 128") {
@@ -107,11 +107,16 @@ TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbyte
             const auto absmax = scales(static_cast<size_t>((n + bs - 1) / bs), 5);
             DeviceBuffer<uint8_t> dq(packed);
             DeviceBuffer<float> da(absmax);
-            DeviceBuffer<T> out(static_cast<size_t>(n));
+            DeviceBuffer<T> out(static_cast<size_t>(n)), named(static_cast<size_t>(n));
             require_ok(backend().fns_4bit.kbit_dequantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dq.get(),
                                                          da.get(), out.get(), bs, n, nullptr),
                        "kbit_dequantize_4bit");
-            CHECK(first_bit_difference(out.download(), expected<T>(q, packed, absmax, bs, n)) == -1);
+            require_ok(Fns4<T>::dequantize(q)(nullptr, dq.get(), da.get(), named.get(), static_cast<int>(bs),
+                                              static_cast<int>(n), nullptr),
+                       "cdequantize_blockwise_<dtype>_<format>");
+            const auto got = out.download();
+            CHECK(first_bit_difference(got, named.download()) == -1);
+            CHECK(first_bit_difference(got, expected<T>(q, packed, absmax, bs, n)) == -1);
         }
     }
 }
