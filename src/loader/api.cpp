@@ -1,26 +1,25 @@
 // The exported loader API (kbit_loader.h).
-#include <new>
-
 #include "default_backend.h"
 #include "discovery.h"
+#include "kbit_error.h"
 #include "loader_state.h"
 #include "names.h"
 
 namespace kbit::loader {
 namespace {
 
-// Runs an API body so that no exception crosses the C boundary; failures count as the loader's.
+// Runs an API body behind the exception barrier (kbit::guarded); an exception that stops it counts as
+// the loader's failure.
 template <class F>
 kbit_status api_call(const char* fn, F&& body) noexcept {
-    try {
-        return body();
-    } catch (const std::bad_alloc&) {
-        return fail(KBIT_STATUS_OUT_OF_MEMORY, fn, "out of host memory");
-    } catch (const std::exception& e) {
-        return fail(KBIT_STATUS_INTERNAL_ERROR, fn, "internal error: %s", e.what());
-    } catch (...) {
-        return fail(KBIT_STATUS_INTERNAL_ERROR, fn, "internal error: unknown exception");
-    }
+    bool returned = false;
+    const kbit_status status = kbit::guarded(fn, [&] {
+        const kbit_status s = body();
+        returned = true;
+        return s;
+    });
+    if (!returned) thread_state().last = Source::Loader;
+    return status;
 }
 
 // Opening, choosing or discovering backends from a backend's probe, constructor or destructor (run
