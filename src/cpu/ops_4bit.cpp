@@ -11,20 +11,14 @@
 #include "ref_4bit.h"
 #include "tuning.h"
 
+namespace kbit::cpu {
 namespace {
-
-using kbit::cpu::parallel_range;
-using kbit::cpu::parallel_range_aligned;
-using kbit::cpu::parallel_workers;
-using kbit::cpu::kGrainElements;
-using kbit::cpu::kGrainWeights;
-using kbit::cpu::kHeavyGrainElements;
-using kbit::cpu::kStreamBytes;
 
 // Rows per thread so that each thread gets kGrainWeights weights.
 int64_t min_rows(int64_t k) { return std::max<int64_t>(1, kGrainWeights / std::max<int64_t>(1, k)); }
 
 }  // namespace
+}  // namespace kbit::cpu
 
 // ------------------------------------------------------------------------------------------------
 // Operations (kbit_export_4bit.h): arguments are valid and the problem is not empty. Each one is
@@ -32,6 +26,8 @@ int64_t min_rows(int64_t k) { return std::max<int64_t>(1, kGrainWeights / std::m
 // ------------------------------------------------------------------------------------------------
 
 namespace kbit::ops {
+
+using namespace kbit::cpu;
 
 template <class T>
 kbit_status quantize_4bit(const char*, QuantType qt, const T* A, float* absmax, uint8_t* out, int64_t blocksize,
