@@ -166,20 +166,23 @@ struct SearchTables {
     }
 };
 
+// count + step in the lanes where v > threshold: one step of the binary searches below (NaN compares
+// false and adds nothing).
+HWY_INLINE hn::Vec<DU32> add_if_above(hn::Vec<DU32> count, VF v, VF threshold, uint32_t step) {
+    const DU32 du;
+    return hn::Add(count, hn::IfThenElseZero(hn::RebindMask(du, v > threshold), hn::Set(du, step)));
+}
+
 // NF4 index (number of thresholds exceeded) by a 4-step binary search; NaN compares false -> 0.
 HWY_INLINE hn::Vec<DU32> nf4_indices(VF y, const SearchTables& st) {
     const DF df;
-    const DU32 du;
     const float* T = kNf4Thresholds;
     const auto m8 = (y > hn::Set(df, T[7]));
-    auto idx = hn::IfThenElseZero(hn::RebindMask(du, m8), hn::Set(du, 8));
-    const auto t2 = hn::IfThenElse(m8, hn::Set(df, T[11]), hn::Set(df, T[3]));
-    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t2)), hn::Set(du, 4)));
-    const auto t3 = lookup4(st.nf4_t3, hn::ShiftRight<2>(idx));
-    idx = hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t3)), hn::Set(du, 2)));
+    auto idx = add_if_above(hn::Zero(DU32()), y, hn::Set(df, T[7]), 8);
+    idx = add_if_above(idx, y, hn::IfThenElse(m8, hn::Set(df, T[11]), hn::Set(df, T[3])), 4);
+    idx = add_if_above(idx, y, lookup4(st.nf4_t3, hn::ShiftRight<2>(idx)), 2);
     const auto half = hn::ShiftRight<1>(idx);
-    const auto t4 = hn::IfThenElse(m8, lookup4(st.nf4_t4_hi, half), lookup4(st.nf4_t4_lo, half));
-    return hn::Add(idx, hn::IfThenElseZero(hn::RebindMask(du, (y > t4)), hn::Set(du, 1)));
+    return add_if_above(idx, y, hn::IfThenElse(m8, lookup4(st.nf4_t4_hi, half), lookup4(st.nf4_t4_lo, half)), 1);
 }
 
 // FP4: sign 8 for y < 0; magnitude code from the count c of sorted thresholds |y| exceeds.
@@ -189,11 +192,9 @@ HWY_INLINE hn::Vec<DU32> fp4_indices(VF y, const SearchTables& st) {
     const auto a = hn::Abs(y);
     const float* M = kFp4MagnitudeThresholds;
     const auto m4 = (a > hn::Set(df, M[3]));
-    auto c = hn::IfThenElseZero(hn::RebindMask(du, m4), hn::Set(du, 4));
-    const auto t2 = hn::IfThenElse(m4, hn::Set(df, M[5]), hn::Set(df, M[1]));
-    c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t2)), hn::Set(du, 2)));
-    const auto t3 = lookup4(st.fp4_t3, hn::ShiftRight<1>(c));
-    c = hn::Add(c, hn::IfThenElseZero(hn::RebindMask(du, (a > t3)), hn::Set(du, 1)));
+    auto c = add_if_above(hn::Zero(du), a, hn::Set(df, M[3]), 4);
+    c = add_if_above(c, a, hn::IfThenElse(m4, hn::Set(df, M[5]), hn::Set(df, M[1])), 2);
+    c = add_if_above(c, a, lookup4(st.fp4_t3, hn::ShiftRight<1>(c)), 1);
     // count -> code {0,1,6,7,4,5,2,3}: flip bit 2 where bit 1 is set
     const auto mag = hn::Xor(c, hn::ShiftLeft<1>(hn::And(c, hn::Set(du, 2))));
     const auto neg = hn::RebindMask(du, (y < hn::Zero(df)));

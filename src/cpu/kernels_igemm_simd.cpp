@@ -93,25 +93,23 @@ HWY_INLINE void Tile(const int32_t* xp, const int32_t* w, int64_t ldw, int64_t k
         c4b = hn::Load(d32, acc + 9 * L);
     }
     const int32_t *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw, *w4 = w + 4 * ldw;
+    // Output row w_row's K pair p, broadcast, into its two accumulators.
+#define KBIT_MADD_ROW(ca, cb, w_row)                             \
+    do {                                                         \
+        const auto b = hn::BitCast(d16, hn::Set(d32, w_row[p])); \
+        KBIT_MADD_INTO(ca, xa, b);                               \
+        KBIT_MADD_INTO(cb, xb, b);                               \
+    } while (0)
     for (int64_t p = 0; p < kb; ++p) {
         const auto xa = hn::BitCast(d16, hn::Load(d32, xp + p * 2 * L));
         const auto xb = hn::BitCast(d16, hn::Load(d32, xp + p * 2 * L + L));
-        auto b = hn::BitCast(d16, hn::Set(d32, w0[p]));
-        KBIT_MADD_INTO(c0a, xa, b);
-        KBIT_MADD_INTO(c0b, xb, b);
-        b = hn::BitCast(d16, hn::Set(d32, w1[p]));
-        KBIT_MADD_INTO(c1a, xa, b);
-        KBIT_MADD_INTO(c1b, xb, b);
-        b = hn::BitCast(d16, hn::Set(d32, w2[p]));
-        KBIT_MADD_INTO(c2a, xa, b);
-        KBIT_MADD_INTO(c2b, xb, b);
-        b = hn::BitCast(d16, hn::Set(d32, w3[p]));
-        KBIT_MADD_INTO(c3a, xa, b);
-        KBIT_MADD_INTO(c3b, xb, b);
-        b = hn::BitCast(d16, hn::Set(d32, w4[p]));
-        KBIT_MADD_INTO(c4a, xa, b);
-        KBIT_MADD_INTO(c4b, xb, b);
+        KBIT_MADD_ROW(c0a, c0b, w0);
+        KBIT_MADD_ROW(c1a, c1b, w1);
+        KBIT_MADD_ROW(c2a, c2b, w2);
+        KBIT_MADD_ROW(c3a, c3b, w3);
+        KBIT_MADD_ROW(c4a, c4b, w4);
     }
+#undef KBIT_MADD_ROW
     hn::Store(c0a, d32, acc + 0 * L), hn::Store(c0b, d32, acc + 1 * L), hn::Store(c1a, d32, acc + 2 * L);
     hn::Store(c1b, d32, acc + 3 * L), hn::Store(c2a, d32, acc + 4 * L), hn::Store(c2b, d32, acc + 5 * L);
     hn::Store(c3a, d32, acc + 6 * L), hn::Store(c3b, d32, acc + 7 * L), hn::Store(c4a, d32, acc + 8 * L);

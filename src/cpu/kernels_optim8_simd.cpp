@@ -37,10 +37,8 @@ using DU = hn::RebindToUnsigned<DF>;
 using D8 = hn::Rebind<uint8_t, DI>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
-using VU = hn::Vec<DU>;
 using MF = hn::Mask<DF>;
 using MI = hn::Mask<DI>;
-using MU = hn::Mask<DU>;
 
 // ---- broadcast constants ---------------------------------------------------------------------
 
