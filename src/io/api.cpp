@@ -159,6 +159,29 @@ void build(kbit_io_checkpoint& ck) {
     for (size_t i = ck.layers.size(); i-- > 0;) ck.layer_index[ck.layers[i].prefix] = i;
 }
 
+// KBIT_STATUS_INVALID_ARGUMENT, "<what> I is not below the count N", unless index < count.
+kbit_status check_below(const char* fn, const char* what, size_t index, size_t count) {
+    if (index < count) return KBIT_STATUS_SUCCESS;
+    return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s %zu is not below the count %zu", what, index, count);
+}
+
+// Where `key` stands in one of the checkpoint's name maps (index, layer_index), through *position:
+// kbit_io_tensor_find's and kbit_io_quant_find's look-up, which refuses their NULL arguments
+// ("checkpoint, <key_name> and out must not be NULL") and a key the map lacks ("no <what> 'KEY'").
+kbit_status find_position(const char* fn, const kbit_io_checkpoint* ck,
+                          std::map<std::string, size_t> kbit_io_checkpoint::*names, const char* key,
+                          const char* key_name, const char* what, const void* out, size_t* position) {
+    return kbit::guarded(fn, [&]() -> kbit_status {
+        if (!ck || !key || !out)
+            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint, %s and out must not be NULL",
+                                   key_name);
+        const auto it = (ck->*names).find(key);
+        if (it == (ck->*names).end()) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "no %s '%s'", what, key);
+        *position = it->second;
+        return KBIT_STATUS_SUCCESS;
+    });
+}
+
 kbit_status layer_result(const char* fn, const kbit_io_checkpoint* ck, size_t i, const kbit_io_quant** out) {
     const kbit::io::Layer& L = ck->layers[i];
     if (!L.ok) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", L.error.c_str());
@@ -221,13 +244,11 @@ KBIT_API kbit_status kbit_io_shard_metadata(const kbit_io_checkpoint* checkpoint
                                             size_t* count, const char** key, const char** value) {
     static const char* fn = "kbit_io_shard_metadata";
     if (!checkpoint) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint must not be NULL");
-    if (index >= checkpoint->files.size())
-        return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "shard %zu is not below the count %zu", index,
-                               checkpoint->files.size());
+    if (const kbit_status s = check_below(fn, "shard", index, checkpoint->files.size()); s != KBIT_STATUS_SUCCESS)
+        return s;
     const auto& md = checkpoint->files[index].metadata;
-    if ((key || value) && entry >= md.size())
-        return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "entry %zu is not below the count %zu", entry,
-                               md.size());
+    if (key || value)
+        if (const kbit_status s = check_below(fn, "entry", entry, md.size()); s != KBIT_STATUS_SUCCESS) return s;
     if (count) *count = md.size();
     if (key) *key = md[entry].first.c_str();
     if (value) *value = md[entry].second.c_str();
@@ -241,25 +262,19 @@ KBIT_API size_t kbit_io_tensor_count(const kbit_io_checkpoint* checkpoint) {
 KBIT_API kbit_status kbit_io_tensor_at(const kbit_io_checkpoint* checkpoint, size_t index, const kbit_io_tensor** out) {
     static const char* fn = "kbit_io_tensor_at";
     if (!checkpoint || !out) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint and out must not be NULL");
-    if (index >= checkpoint->tensors.size())
-        return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "index %zu is not below the count %zu", index,
-                               checkpoint->tensors.size());
-    *out = &checkpoint->tensors[index];
-    return KBIT_STATUS_SUCCESS;
+    const kbit_status s = check_below(fn, "index", index, checkpoint->tensors.size());
+    if (s == KBIT_STATUS_SUCCESS) *out = &checkpoint->tensors[index];
+    return s;
 }
 
 KBIT_API kbit_status kbit_io_tensor_find(const kbit_io_checkpoint* checkpoint, const char* name,
                                          const kbit_io_tensor** out) {
     static const char* fn = "kbit_io_tensor_find";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!checkpoint || !name || !out)
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint, name and out must not be NULL");
-        const auto it = checkpoint->index.find(name);
-        if (it == checkpoint->index.end())
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "no tensor named '%s'", name);
-        *out = &checkpoint->tensors[it->second];
-        return KBIT_STATUS_SUCCESS;
-    });
+    size_t position = 0;
+    const kbit_status s =
+        find_position(fn, checkpoint, &kbit_io_checkpoint::index, name, "name", "tensor named", out, &position);
+    if (s == KBIT_STATUS_SUCCESS) *out = &checkpoint->tensors[position];
+    return s;
 }
 
 KBIT_API size_t kbit_io_quant_count(const kbit_io_checkpoint* checkpoint) {
@@ -270,23 +285,17 @@ KBIT_API kbit_status kbit_io_quant_describe(const kbit_io_checkpoint* checkpoint
                                             const kbit_io_quant** out) {
     static const char* fn = "kbit_io_quant_describe";
     if (!checkpoint || !out) return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint and out must not be NULL");
-    if (index >= checkpoint->layers.size())
-        return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "index %zu is not below the count %zu", index,
-                               checkpoint->layers.size());
-    return layer_result(fn, checkpoint, index, out);
+    const kbit_status s = check_below(fn, "index", index, checkpoint->layers.size());
+    return s != KBIT_STATUS_SUCCESS ? s : layer_result(fn, checkpoint, index, out);
 }
 
 KBIT_API kbit_status kbit_io_quant_find(const kbit_io_checkpoint* checkpoint, const char* prefix,
                                         const kbit_io_quant** out) {
     static const char* fn = "kbit_io_quant_find";
-    return kbit::guarded(fn, [&]() -> kbit_status {
-        if (!checkpoint || !prefix || !out)
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "checkpoint, prefix and out must not be NULL");
-        const auto it = checkpoint->layer_index.find(prefix);
-        if (it == checkpoint->layer_index.end())
-            return kbit::set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "no quantized layer with prefix '%s'", prefix);
-        return layer_result(fn, checkpoint, it->second, out);
-    });
+    size_t position = 0;
+    const kbit_status s = find_position(fn, checkpoint, &kbit_io_checkpoint::layer_index, prefix, "prefix",
+                                        "quantized layer with prefix", out, &position);
+    return s != KBIT_STATUS_SUCCESS ? s : layer_result(fn, checkpoint, position, out);
 }
 
 KBIT_API const char* kbit_io_quant_prefix(const kbit_io_checkpoint* checkpoint, size_t index) {

@@ -41,15 +41,26 @@ nlohmann::json read_json(const std::string& p);
 // Removes a directory and everything below it, as far as it can (no error).
 void remove_tree(const std::string& dir);
 
+// What TempFile and TempDir hold: the path they are published to and their temporary name. Not copyable:
+// one owner publishes or removes it.
+class PendingPath {
+  protected:
+    PendingPath() = default;
+    PendingPath(const PendingPath&) = delete;
+    PendingPath& operator=(const PendingPath&) = delete;
+    ~PendingPath() = default;
+
+    std::string path_;
+    std::string tmp_path_;  // empty while it has no name of its own: an unnamed file, a published directory
+};
+
 // The file being written for `path`: in path's directory, without a name (O_TMPFILE) where the file
 // system and /proc allow it, so that even a process killed part way (SIGKILL, the OOM killer) leaves
 // nothing; elsewhere PATH.kbit-tmp-XXXXXX. publish() gives it path's name; until then the destructor
 // removes it.
-class TempFile {
+class TempFile : PendingPath {
   public:
     TempFile() = default;
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
     ~TempFile();
     // Creates it, with the mode open(path, O_CREAT, 0666) would give. Throws Error.
     void create(const std::string& path);
@@ -61,8 +72,6 @@ class TempFile {
     void publish();
 
   private:
-    std::string path_;
-    std::string tmp_path_;  // empty while it has no name
     int fd_ = -1;
 };
 
@@ -73,21 +82,15 @@ int open_scratch(const std::string& path);
 // The directory being filled for `path`: PATH.kbit-tmp-XXXXXX beside it (a directory cannot be
 // unnamed, so a killed process leaves it), renamed over path by publish(); until then the destructor
 // removes it with all it holds.
-class TempDir {
+class TempDir : PendingPath {
   public:
     TempDir() = default;
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
     ~TempDir();
     // Creates it (mode 0700). Throws Error.
     void create(const std::string& path);
     const std::string& name() const { return tmp_path_; }
     // Renames it over path. Throws Error (it stays, for the destructor to remove).
     void publish();
-
-  private:
-    std::string path_;
-    std::string tmp_path_;  // empty once published
 };
 
 }  // namespace kbit::fs
