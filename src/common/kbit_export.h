@@ -9,8 +9,9 @@
 #include <cstdint>
 
 #include "kbit/kbit_core.h"
-#include "kbit_error.h"
+#include "kbit_args.h"  // dtype_bytes
 #include "kbit_dtype.h"
+#include "kbit_error.h"
 #include "kbit_formats.h"
 
 namespace kbit {
@@ -28,6 +29,29 @@ kbit_status checked_call(const char* fn, Validate&& validate, Op&& op) noexcept 
         return op();
     });
 }
+
+// The element type of a blockwise call: fixed by the exported function's name (ElementOf<T>, the
+// bitsandbytes names) or a kbit_dtype argument (DtypeElement, the 64-bit functions), which the checks
+// see (dtype(), NULL for a fixed type) before it selects T. with_type(f) returns f(ElemTag<T>{}).
+template <class T>
+struct ElementOf {
+    const int32_t* dtype() const { return nullptr; }
+    int64_t bytes() const { return sizeof(T); }
+    template <class F>
+    kbit_status with_type(F&& f) const {
+        return f(ElemTag<T>{});
+    }
+};
+
+struct DtypeElement {
+    int32_t value;
+    const int32_t* dtype() const { return &value; }
+    int64_t bytes() const { return dtype_bytes(value); }
+    template <class F>
+    kbit_status with_type(F&& f) const {
+        return with_dtype(value, f);
+    }
+};
 
 }  // namespace exports
 }  // namespace kbit

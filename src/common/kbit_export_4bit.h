@@ -21,27 +21,42 @@ namespace kbit::exports {
 
 // ---- one wrapper per family of abi/kbit_4bit.def ----------------------------------------------
 
+// Both directions of every blockwise family run this body: quantizing reads T elements from A and
+// writes packed codes to out, dequantizing the other way round, under the same checks.
+template <Blockwise dir, class Element, class In, class Absmax, class Out>
+kbit_status blockwise_4bit(const char* fn, int32_t quant_type, Element element, In* A, Absmax* absmax, Out* out,
+                           int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_4bit(fn, dir, quant_type, element.dtype(), A, absmax, out, blocksize, n,
+                                           element.bytes(), empty);
+        },
+        [&] {
+            const auto qt = static_cast<QuantType>(quant_type);
+            return element.with_type([&](auto tag) {
+                using T = typename decltype(tag)::type;
+                if constexpr (dir == Blockwise::Quantize)
+                    return ops::quantize_4bit<T>(fn, qt, static_cast<const T*>(A), absmax, out, blocksize, n, stream);
+                else
+                    return ops::dequantize_4bit<T>(fn, qt, A, absmax, static_cast<T*>(out), blocksize, n, stream);
+            });
+        });
+}
+
 // bitsandbytes' quantizers have no stream: device backends use the legacy default stream (NULL).
 template <class T>
 kbit_status blockwise_quantize_4bit(const char* fn, QuantType qt, float* /*code*/, T* A, float* absmax,
                                     unsigned char* out, int blocksize, int n) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_4bit(fn, Blockwise::Quantize, A, absmax, out, blocksize, n, sizeof(T), empty);
-        },
-        [&] { return ops::quantize_4bit<T>(fn, qt, A, absmax, out, blocksize, n, nullptr); });
+    return blockwise_4bit<Blockwise::Quantize>(fn, static_cast<int32_t>(qt), ElementOf<T>{}, A, absmax, out,
+                                               blocksize, n, nullptr);
 }
 
 template <class T>
 kbit_status blockwise_dequantize_4bit(const char* fn, QuantType qt, float* /*code*/, unsigned char* A, float* absmax,
                                       T* out, int blocksize, int n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_4bit(fn, Blockwise::Dequantize, A, absmax, out, blocksize, n, sizeof(T), empty);
-        },
-        [&] { return ops::dequantize_4bit<T>(fn, qt, A, absmax, out, blocksize, n, stream); });
+    return blockwise_4bit<Blockwise::Dequantize>(fn, static_cast<int32_t>(qt), ElementOf<T>{}, A, absmax, out,
+                                                 blocksize, n, stream);
 }
 
 // n, lda and ldc are bitsandbytes' and unused: the output has m elements, A has k.
@@ -73,36 +88,14 @@ kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float*
 
 inline kbit_status quantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const void* A, float* absmax,
                                        uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_4bit_64(fn, Blockwise::Quantize, quant_type, dtype, A, absmax, out, blocksize, n,
-                                              empty);
-        },
-        [&] {
-            return with_dtype(dtype, [&](auto tag) {
-                using T = typename decltype(tag)::type;
-                return ops::quantize_4bit<T>(fn, static_cast<QuantType>(quant_type), static_cast<const T*>(A), absmax,
-                                             out, blocksize, n, stream);
-            });
-        });
+    return blockwise_4bit<Blockwise::Quantize>(fn, quant_type, DtypeElement{dtype}, A, absmax, out, blocksize, n,
+                                               stream);
 }
 
 inline kbit_status dequantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const uint8_t* A,
                                          const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_4bit_64(fn, Blockwise::Dequantize, quant_type, dtype, A, absmax, out, blocksize,
-                                              n, empty);
-        },
-        [&] {
-            return with_dtype(dtype, [&](auto tag) {
-                using T = typename decltype(tag)::type;
-                return ops::dequantize_4bit<T>(fn, static_cast<QuantType>(quant_type), A, absmax, static_cast<T*>(out),
-                                               blocksize, n, stream);
-            });
-        });
+    return blockwise_4bit<Blockwise::Dequantize>(fn, quant_type, DtypeElement{dtype}, A, absmax, out, blocksize, n,
+                                                 stream);
 }
 
 inline kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
@@ -135,36 +128,42 @@ inline kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsm
         });
 }
 
+// Both directions of torchao's NF4Tensor run this body: `elements` is w (quantize) or out (dequantize),
+// the other four tensors are the NF4Tensor's.
+template <Blockwise dir, class T, class Elements, class Data, class Scalers, class Factor>
+kbit_status torchao_nf4(const char* fn, Elements* elements, Data* quantized_data, Scalers* quantized_scalers,
+                        Factor* quantization_factor, Factor* scaler_mean, int64_t n, int64_t block_size,
+                        int64_t scaler_block_size, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_torchao_nf4(fn, dir, elements, quantized_data, quantized_scalers, quantization_factor,
+                                        scaler_mean, n, block_size, scaler_block_size, empty);
+        },
+        [&] {
+            if constexpr (dir == Blockwise::Quantize)
+                return ops::torchao_quantize<T>(fn, elements, quantized_data, quantized_scalers, quantization_factor,
+                                                scaler_mean, n, block_size, scaler_block_size, stream);
+            else
+                return ops::torchao_dequantize<T>(fn, quantized_data, quantized_scalers, quantization_factor,
+                                                  scaler_mean, elements, n, block_size, scaler_block_size, stream);
+        });
+}
+
 template <class T>
 kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
                              T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
                              int64_t scaler_block_size, void* stream) {
-    static const char* const names[5] = {"w", "quantized_data", "quantized_scalers", "quantization_factor",
-                                         "scaler_mean"};
-    const void* const ptrs[5] = {w, quantized_data, quantized_scalers, quantization_factor, scaler_mean};
-    return checked_call(
-        fn,
-        [&](bool* empty) { return validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, empty); },
-        [&] {
-            return ops::torchao_quantize<T>(fn, w, quantized_data, quantized_scalers, quantization_factor, scaler_mean,
-                                            n, block_size, scaler_block_size, stream);
-        });
+    return torchao_nf4<Blockwise::Quantize, T>(fn, w, quantized_data, quantized_scalers, quantization_factor,
+                                               scaler_mean, n, block_size, scaler_block_size, stream);
 }
 
 template <class T>
 kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
                                const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
                                int64_t block_size, int64_t scaler_block_size, void* stream) {
-    static const char* const names[5] = {"quantized_data", "quantized_scalers", "quantization_factor", "scaler_mean",
-                                         "out"};
-    const void* const ptrs[5] = {quantized_data, quantized_scalers, quantization_factor, scaler_mean, out};
-    return checked_call(
-        fn,
-        [&](bool* empty) { return validate_torchao_nf4(fn, names, ptrs, n, block_size, scaler_block_size, empty); },
-        [&] {
-            return ops::torchao_dequantize<T>(fn, quantized_data, quantized_scalers, quantization_factor, scaler_mean,
-                                              out, n, block_size, scaler_block_size, stream);
-        });
+    return torchao_nf4<Blockwise::Dequantize, T>(fn, out, quantized_data, quantized_scalers, quantization_factor,
+                                                 scaler_mean, n, block_size, scaler_block_size, stream);
 }
 
 }  // namespace kbit::exports

@@ -25,61 +25,55 @@ constexpr int64_t kMaxBlocksizeOfBackend = max_blocksize_8bit(KBIT_BACKEND_8BIT_
 
 // ---- one wrapper per family of abi/kbit_8bit.def ----------------------------------------------
 
+// Both directions of every blockwise family (and bitsandbytes' CPU names, kbit_export_bnb_cpu.h) run
+// this body: quantizing reads T elements from A and writes codes to out, dequantizing the other way
+// round, under the same checks. max_blocksize is the backend's (kMaxBlocksizeOfBackend), or
+// kAnyBlocksize for bitsandbytes' CPU sizes.
+template <Blockwise dir, class Element, class In, class Absmax, class Out>
+kbit_status blockwise_8bit(const char* fn, Element element, int64_t max_blocksize, const float* code, In* A,
+                           Absmax* absmax, Out* out, int64_t blocksize, int64_t n, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_blockwise_8bit(fn, dir, element.dtype(), code, A, absmax, out, blocksize, n,
+                                           element.bytes(), max_blocksize, empty);
+        },
+        [&] {
+            return element.with_type([&](auto tag) {
+                using T = typename decltype(tag)::type;
+                if constexpr (dir == Blockwise::Quantize)
+                    return ops::quantize_8bit<T>(fn, code, static_cast<const T*>(A), absmax, out, blocksize, n, stream);
+                else
+                    return ops::dequantize_8bit<T>(fn, code, A, absmax, static_cast<T*>(out), blocksize, n, stream);
+            });
+        });
+}
+
 // bitsandbytes' quantizer has no stream: device backends use the legacy default stream (NULL).
 template <class T>
 kbit_status blockwise_quantize_8bit(const char* fn, float* code, T* A, float* absmax, unsigned char* out,
                                     int blocksize, int n) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_8bit(fn, Blockwise::Quantize, nullptr, code, A, absmax, out, blocksize, n,
-                                           sizeof(T), kMaxBlocksizeOfBackend, empty);
-        },
-        [&] { return ops::quantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, nullptr); });
+    return blockwise_8bit<Blockwise::Quantize>(fn, ElementOf<T>{}, kMaxBlocksizeOfBackend, code, A, absmax, out,
+                                               blocksize, n, nullptr);
 }
 
 template <class T>
 kbit_status blockwise_dequantize_8bit(const char* fn, float* code, unsigned char* A, float* absmax, T* out,
                                       int blocksize, int n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_8bit(fn, Blockwise::Dequantize, nullptr, code, A, absmax, out, blocksize, n,
-                                           sizeof(T), kMaxBlocksizeOfBackend, empty);
-        },
-        [&] { return ops::dequantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, stream); });
+    return blockwise_8bit<Blockwise::Dequantize>(fn, ElementOf<T>{}, kMaxBlocksizeOfBackend, code, A, absmax, out,
+                                                 blocksize, n, stream);
 }
 
 inline kbit_status quantize_8bit_dtype(const char* fn, int32_t dtype, const float* code, const void* A, float* absmax,
                                        uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_8bit(fn, Blockwise::Quantize, &dtype, code, A, absmax, out, blocksize, n,
-                                           dtype_bytes(dtype), kMaxBlocksizeOfBackend, empty);
-        },
-        [&] {
-            return with_dtype(dtype, [&](auto tag) {
-                using T = typename decltype(tag)::type;
-                return ops::quantize_8bit<T>(fn, code, static_cast<const T*>(A), absmax, out, blocksize, n, stream);
-            });
-        });
+    return blockwise_8bit<Blockwise::Quantize>(fn, DtypeElement{dtype}, kMaxBlocksizeOfBackend, code, A, absmax, out,
+                                               blocksize, n, stream);
 }
 
 inline kbit_status dequantize_8bit_dtype(const char* fn, int32_t dtype, const float* code, const uint8_t* A,
                                          const float* absmax, void* out, int64_t blocksize, int64_t n, void* stream) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_blockwise_8bit(fn, Blockwise::Dequantize, &dtype, code, A, absmax, out, blocksize, n,
-                                           dtype_bytes(dtype), kMaxBlocksizeOfBackend, empty);
-        },
-        [&] {
-            return with_dtype(dtype, [&](auto tag) {
-                using T = typename decltype(tag)::type;
-                return ops::dequantize_8bit<T>(fn, code, A, absmax, static_cast<T*>(out), blocksize, n, stream);
-            });
-        });
+    return blockwise_8bit<Blockwise::Dequantize>(fn, DtypeElement{dtype}, kMaxBlocksizeOfBackend, code, A, absmax,
+                                                 out, blocksize, n, stream);
 }
 
 inline kbit_status int8_vector_quant(const char* fn, kbit_half* A, int8_t* out, float* rowStats, float threshold,

@@ -1,15 +1,15 @@
 // kbit_export_bnb_cpu.h — the front end of the bitsandbytes-CPU interface: one checked wrapper per family of
 // abi/kbit_bnb_cpu.def, called by the generated exported functions (src/common/generated/kbit_bnb_cpu_exports.cpp)
 // with the function's name and, for the 4-bit families, its format (QuantType), for the feature queries the
-// feature (CpuFeature). A wrapper runs the argument checks of kbit_validate_bnb_cpu.h inside the exception
-// barrier (kbit_export.h) and calls the backend's operation only for a valid, non-empty call: for the
-// blockwise families the 8-bit and 4-bit interfaces' own (kbit_ops_8bit.h, kbit_ops_4bit.h), for the others
-// kbit_ops_bnb_cpu.h's.
+// feature (CpuFeature). The 8-bit blockwise families are the 8-bit interface's wrapper under bitsandbytes' CPU
+// sizes (kbit_export_8bit.h); the others run the argument checks of kbit_validate_bnb_cpu.h inside the
+// exception barrier (kbit_export.h) and call the backend's operation only for a valid, non-empty call: the
+// 4-bit interface's dequantizer (kbit_ops_4bit.h), kbit_ops_bnb_cpu.h's GEMV and feature query.
 #pragma once
 
 #include "kbit_export.h"
+#include "kbit_export_8bit.h"
 #include "kbit_ops_4bit.h"
-#include "kbit_ops_8bit.h"
 #include "kbit_ops_bnb_cpu.h"
 #include "kbit_validate_bnb_cpu.h"
 
@@ -25,29 +25,20 @@ namespace kbit::exports {
 
 // ---- one wrapper per family of abi/kbit_bnb_cpu.def -------------------------------------------
 
-// bitsandbytes' CPU library has no stream: the operations get NULL.
+// bitsandbytes' CPU library has no stream: the operations get NULL. Its 8-bit blockwise functions are
+// the 8-bit interface's (kbit_export_8bit.h) under its sizes: any blocksize >= 1.
 template <class T>
 kbit_status bnb_cpu_quantize_8bit(const char* fn, float* code, T* A, float* absmax, unsigned char* out,
                                   int64_t blocksize, int64_t n) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_bnb_cpu_blockwise(fn, Blockwise::Quantize, 8, code, A, absmax, out, blocksize, n,
-                                              sizeof(T), empty);
-        },
-        [&] { return ops::quantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, nullptr); });
+    return blockwise_8bit<Blockwise::Quantize>(fn, ElementOf<T>{}, kAnyBlocksize, code, A, absmax, out, blocksize, n,
+                                               nullptr);
 }
 
 template <class T>
 kbit_status bnb_cpu_dequantize_8bit(const char* fn, float* code, unsigned char* A, const float* absmax, T* out,
                                     int64_t blocksize, int64_t n) {
-    return checked_call(
-        fn,
-        [&](bool* empty) {
-            return validate_bnb_cpu_blockwise(fn, Blockwise::Dequantize, 8, code, A, absmax, out, blocksize, n,
-                                              sizeof(T), empty);
-        },
-        [&] { return ops::dequantize_8bit<T>(fn, code, A, absmax, out, blocksize, n, nullptr); });
+    return blockwise_8bit<Blockwise::Dequantize>(fn, ElementOf<T>{}, kAnyBlocksize, code, A, absmax, out, blocksize,
+                                                 n, nullptr);
 }
 
 // The m x n tensor is dequantized as its m * n elements in flat blocks.

@@ -7,25 +7,18 @@
 
 namespace kbit {
 
-// cquantize_blockwise_* / cdequantize_blockwise_* (4-bit) and kbit_(de)quantize_4bit; elements of
-// `elem_bytes` bytes (4, or 2 for fp16/bf16).
-inline kbit_status validate_blockwise_4bit(const char* fn, Blockwise dir, const void* in, const float* absmax,
-                                           const void* out, int64_t blocksize, int64_t n, int64_t elem_bytes,
-                                           bool* empty) {
+// cquantize_blockwise_* / cdequantize_blockwise_* (4-bit) and kbit_(de)quantize_4bit: the format
+// (always valid for the bitsandbytes names, whose symbol fixes it) and, where the call passes one, the
+// dtype (NULL for the bitsandbytes names), then the blockwise rules for elements of `elem_bytes` bytes
+// (4, or 2 for fp16/bf16).
+inline kbit_status validate_blockwise_4bit(const char* fn, Blockwise dir, int32_t quant_type, const int32_t* dtype,
+                                           const void* in, const float* absmax, const void* out, int64_t blocksize,
+                                           int64_t n, int64_t elem_bytes, bool* empty) {
     Args a(fn);
+    a.quant_type(quant_type);
+    if (dtype != nullptr) a.dtype(*dtype);
     a.blocksize(blocksize);
     return blockwise_rules(a, dir, 4, nullptr, in, absmax, out, blocksize, n, elem_bytes, empty);
-}
-
-// kbit_quantize_4bit / kbit_dequantize_4bit: the selectors, then the blockwise rules.
-inline kbit_status validate_blockwise_4bit_64(const char* fn, Blockwise dir, int32_t quant_type, int32_t dtype,
-                                              const void* in, const float* absmax, const void* out, int64_t blocksize,
-                                              int64_t n, bool* empty) {
-    Args a(fn);
-    a.quant_type(quant_type).dtype(dtype);
-    *empty = false;
-    if (!a.ok()) return a.status();
-    return validate_blockwise_4bit(fn, dir, in, absmax, out, blocksize, n, dtype_bytes(dtype), empty);
 }
 
 // kbit_nested_absmax_quantize (out_a = qabsmax, out_b = nested_absmax, out_c = offset) and
@@ -45,9 +38,12 @@ inline kbit_status validate_nested_absmax(const char* fn, const char* in_name, c
 }
 
 // kbit_quantize_nf4_torchao_* (sizes as torchao's to_nf4 requires them) and
-// kbit_dequantize_nf4_torchao_*. Pointer names are listed in parameter order.
-inline kbit_status validate_torchao_nf4(const char* fn, const char* const names[5], const void* const ptrs[5],
-                                        int64_t n, int64_t block_size, int64_t scaler_block_size, bool* empty) {
+// kbit_dequantize_nf4_torchao_*: `elements` is w (quantize) or out (dequantize); NULL pointers are
+// reported in parameter order.
+inline kbit_status validate_torchao_nf4(const char* fn, Blockwise dir, const void* elements, const void* quantized_data,
+                                        const void* quantized_scalers, const void* quantization_factor,
+                                        const void* scaler_mean, int64_t n, int64_t block_size,
+                                        int64_t scaler_block_size, bool* empty) {
     Args a(fn);
     *empty = false;
     a.nonneg("n", n).at_most("n", n, kMaxElements).positive("block_size", block_size);
@@ -62,7 +58,10 @@ inline kbit_status validate_torchao_nf4(const char* fn, const char* const names[
               static_cast<long long>(blocks), static_cast<long long>(scaler_block_size));
     *empty = a.ok() && n == 0;
     if (!a.ok() || *empty) return a.status();
-    for (int i = 0; i < 5; ++i) a.not_null(names[i], ptrs[i]);
+    if (dir == Blockwise::Quantize) a.not_null("w", elements);
+    a.not_null("quantized_data", quantized_data).not_null("quantized_scalers", quantized_scalers);
+    a.not_null("quantization_factor", quantization_factor).not_null("scaler_mean", scaler_mean);
+    if (dir == Blockwise::Dequantize) a.not_null("out", elements);
     return a.status();
 }
 

@@ -31,17 +31,23 @@ inline Args& product_at_most(Args& args, const char* what, int64_t a, int64_t b,
 // added 8192 and 16384; a 1.0 backend keeps rejecting them.
 constexpr int64_t max_blocksize_8bit(int minor) { return minor >= 1 ? kMaxBlocksize8bit : kMaxBlocksize; }
 
-// cquantize_blockwise_* / cdequantize_blockwise_* (8-bit) and kbit_(de)quantize_blockwise_8bit.
-// `dtype` is NULL for the bitsandbytes names (their symbol fixes it); `elem_bytes` is the element
-// size the call's dtype means (checked first when `dtype` is given); `max_blocksize` the backend's
-// (max_blocksize_8bit).
+// max_blocksize for bitsandbytes' CPU names (cquantize_blockwise_cpu_*): any blocksize >= 1.
+constexpr int64_t kAnyBlocksize = 0;
+
+// cquantize_blockwise_* / cdequantize_blockwise_* (8-bit), kbit_(de)quantize_blockwise_8bit and the
+// bitsandbytes CPU names. `dtype` is NULL for the bitsandbytes names (their symbol fixes it);
+// `elem_bytes` is the element size the call's dtype means (checked first when `dtype` is given);
+// `max_blocksize` the backend's (max_blocksize_8bit), or kAnyBlocksize.
 inline kbit_status validate_blockwise_8bit(const char* fn, Blockwise dir, const int32_t* dtype, const float* code,
                                            const void* in, const float* absmax, const void* out,
                                            int64_t blocksize, int64_t n, int64_t elem_bytes, int64_t max_blocksize,
                                            bool* empty) {
     Args a(fn);
     if (dtype != nullptr) a.dtype(*dtype);
-    a.blocksize_8bit(blocksize, max_blocksize);
+    if (max_blocksize == kAnyBlocksize)
+        a.positive("blocksize", blocksize);
+    else
+        a.blocksize_8bit(blocksize, max_blocksize);
     return blockwise_rules(a, dir, 8, code, in, absmax, out, blocksize, n, elem_bytes, empty);
 }
 

@@ -1,7 +1,7 @@
-// kbit_validate_bnb_cpu.h — argument rules of the bitsandbytes-CPU interface (abi/kbit_bnb_cpu.def):
-// the blockwise rules of the 8-bit and 4-bit interfaces (blockwise_rules, kbit_args.h) under
-// bitsandbytes' CPU sizes, which take any blocksize >= 1 and an m x n 4-bit tensor, and the GEMV on
-// bitsandbytes' repacked weight layout. Each returns KBIT_STATUS_SUCCESS or the failure (already
+// kbit_validate_bnb_cpu.h — argument rules of the bitsandbytes-CPU interface (abi/kbit_bnb_cpu.def)
+// beyond the 8-bit interface's (its blockwise names are validate_blockwise_8bit's with kAnyBlocksize):
+// the 4-bit dequantizer of an m x n tensor under bitsandbytes' CPU sizes (any blocksize >= 1), and the
+// GEMV on bitsandbytes' repacked weight layout. Each returns KBIT_STATUS_SUCCESS or the failure (already
 // recorded); `*empty` says the call has nothing to do.
 #pragma once
 
@@ -12,18 +12,8 @@
 
 namespace kbit {
 
-// cquantize_blockwise_cpu_* / cdequantize_blockwise_cpu_* (8-bit, code_bits 8) and the 4-bit
-// dequantizer's n elements (code_bits 4, no code table): any blocksize >= 1.
-inline kbit_status validate_bnb_cpu_blockwise(const char* fn, Blockwise dir, int code_bits, const float* code,
-                                              const void* in, const float* absmax, const void* out,
-                                              int64_t blocksize, int64_t n, int64_t elem_bytes, bool* empty) {
-    Args a(fn);
-    a.positive("blocksize", blocksize);
-    return blockwise_rules(a, dir, code_bits, code, in, absmax, out, blocksize, n, elem_bytes, empty);
-}
-
 // cdequantize_blockwise_cpu_<fmt>_<dt>: an m x n tensor, dequantized over flat blocks of its m * n
-// elements.
+// elements, any blocksize >= 1.
 inline kbit_status validate_bnb_cpu_dequantize_4bit(const char* fn, const void* A, const float* absmax,
                                                     const void* out, int64_t blocksize, int64_t m, int64_t n,
                                                     int64_t elem_bytes, bool* empty) {
@@ -32,8 +22,8 @@ inline kbit_status validate_bnb_cpu_dequantize_4bit(const char* fn, const void* 
     product_at_most(a, "m * n", m, n, kMaxElements);
     *empty = false;
     if (!a.ok()) return a.status();
-    return validate_bnb_cpu_blockwise(fn, Blockwise::Dequantize, 4, nullptr, A, absmax, out, blocksize, m * n,
-                                      elem_bytes, empty);
+    a.positive("blocksize", blocksize);
+    return blockwise_rules(a, Blockwise::Dequantize, 4, nullptr, A, absmax, out, blocksize, m * n, elem_bytes, empty);
 }
 
 // gemv_4bit_inference_cpu_<fmt>_bf16: N a multiple of the layout's 32-row groups, an even blocksize
