@@ -4,7 +4,7 @@
 // (quantize_8bit, dequantize_8bit of kbit_ops_8bit.h; dequantize_4bit of kbit_ops_4bit.h), which a
 // backend exporting this interface defines for every blocksize >= 1, not only the blocksizes of those
 // interfaces; the operations below are this interface's alone. Only the CPU backend implements it
-// (src/cpu/ops_bnb_cpu.cpp).
+// (src/cpu/ops_bnb_cpu.cpp); the CUDA backend forwards the interface to it (kbit_bnb_cpu_host.h).
 #pragma once
 
 #include <cstdint>
