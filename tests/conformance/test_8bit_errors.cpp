@@ -89,45 +89,49 @@ TEST_CASE("8bit errors: kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise
     Out<float> absmax(4), deq(256);
     Out<uint8_t> out(256);
     const int64_t too_many = (int64_t{1} << 62) + 1;
-    const std::string dtype_msg = "dtype 3 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)";
-    check_invalid(b.kbit_quantize_blockwise_8bit(3, code.get(), in.get(), absmax.get(), out.get(), 64, 256, nullptr),
-                  q + ": " + dtype_msg);
-    check_invalid(b.kbit_quantize_blockwise_8bit(-1, code.get(), in.get(), absmax.get(), out.get(), 64, 256, nullptr),
-                  q + ": dtype -1 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)");
-    check_invalid(b.kbit_quantize_blockwise_8bit(0, code.get(), in.get(), absmax.get(), out.get(), 64, too_many, nullptr),
-                  q + ": n is 4611686018427387905, must be <= 4611686018427387904");
-    check_invalid(b.kbit_quantize_blockwise_8bit(0, code.get(), in.get(), absmax.get(), out.get(), 64, -2, nullptr),
-                  q + ": n is -2, must be >= 0");
-    check_invalid(b.kbit_quantize_blockwise_8bit(1, code.get(), in.get(), absmax.get(), out.get(), int64_t{1} << 33, 256,
-                                                 nullptr),
-                  q + ": blocksize 8589934592 " + blocks_msg());
-    check_invalid(b.kbit_quantize_blockwise_8bit(2, nullptr, in.get(), absmax.get(), out.get(), 64, 256, nullptr),
-                  q + ": code is NULL");
-    check_invalid(b.kbit_quantize_blockwise_8bit(2, code.get(), nullptr, absmax.get(), out.get(), 64, 256, nullptr),
-                  q + ": A is NULL");
-    check_invalid(b.kbit_quantize_blockwise_8bit(0, code.get(), in.get(), nullptr, out.get(), 64, 256, nullptr),
-                  q + ": absmax is NULL");
-    check_invalid(b.kbit_quantize_blockwise_8bit(0, code.get(), in.get(), absmax.get(), nullptr, 64, 256, nullptr),
-                  q + ": out is NULL");
+    const std::string dtype_rule = " is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)";
+    const std::string n_rule = "n is 4611686018427387905, must be <= 4611686018427387904";
+    // One call per case: a bad scalar, or the buffer `null` passed as NULL; the function's name comes
+    // before the message.
+    enum Arg { kNone, kCode, kA, kAbsmax, kOut };
+    struct Case {
+        bool quantize;  // kbit_quantize_blockwise_8bit, else kbit_dequantize_blockwise_8bit
+        int32_t dtype;
+        int64_t blocksize, n;
+        Arg null;
+        std::string message;
+    };
+    const Case cases[] = {
+        {true, 3, 64, 256, kNone, "dtype 3" + dtype_rule},
+        {true, -1, 64, 256, kNone, "dtype -1" + dtype_rule},
+        {true, 0, 64, too_many, kNone, n_rule},
+        {true, 0, 64, -2, kNone, "n is -2, must be >= 0"},
+        {true, 1, int64_t{1} << 33, 256, kNone, "blocksize 8589934592 " + blocks_msg()},
+        {true, 2, 64, 256, kCode, "code is NULL"},
+        {true, 2, 64, 256, kA, "A is NULL"},
+        {true, 0, 64, 256, kAbsmax, "absmax is NULL"},
+        {true, 0, 64, 256, kOut, "out is NULL"},
+        {false, 7, 64, 256, kNone, "dtype 7" + dtype_rule},
+        {false, 0, 64, too_many, kNone, n_rule},
+        {false, 0, 31, 256, kNone, "blocksize 31 " + blocks_msg()},
+        {false, 0, 64, 256, kCode, "code is NULL"},
+        {false, 0, 64, 256, kA, "A is NULL"},
+        {false, 0, 64, 256, kAbsmax, "absmax is NULL"},
+        {false, 0, 64, 256, kOut, "out is NULL"},
+    };
+    for (const Case& c : cases) {
+        auto pass = [&](Arg arg, auto* p) { return c.null == arg ? nullptr : p; };
+        const kbit_status s =
+            c.quantize ? b.kbit_quantize_blockwise_8bit(c.dtype, pass(kCode, code.get()), pass(kA, in.get()),
+                                                        pass(kAbsmax, absmax.get()), pass(kOut, out.get()),
+                                                        c.blocksize, c.n, nullptr)
+                       : b.kbit_dequantize_blockwise_8bit(c.dtype, pass(kCode, code.get()), pass(kA, codes.get()),
+                                                          pass(kAbsmax, absmax_in.get()), pass(kOut, deq.get()),
+                                                          c.blocksize, c.n, nullptr);
+        check_invalid(s, (c.quantize ? q : d) + ": " + c.message);
+    }
     CHECK(absmax.untouched());
     CHECK(out.untouched());
-
-    check_invalid(b.kbit_dequantize_blockwise_8bit(7, code.get(), codes.get(), absmax_in.get(), deq.get(), 64, 256,
-                                                   nullptr),
-                  d + ": dtype 7 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)");
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, code.get(), codes.get(), absmax_in.get(), deq.get(), 64, too_many,
-                                                   nullptr),
-                  d + ": n is 4611686018427387905, must be <= 4611686018427387904");
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, code.get(), codes.get(), absmax_in.get(), deq.get(), 31, 256, nullptr),
-                  d + ": blocksize 31 " + blocks_msg());
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, nullptr, codes.get(), absmax_in.get(), deq.get(), 64, 256, nullptr),
-                  d + ": code is NULL");
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, code.get(), nullptr, absmax_in.get(), deq.get(), 64, 256, nullptr),
-                  d + ": A is NULL");
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, code.get(), codes.get(), nullptr, deq.get(), 64, 256, nullptr),
-                  d + ": absmax is NULL");
-    check_invalid(b.kbit_dequantize_blockwise_8bit(0, code.get(), codes.get(), absmax_in.get(), nullptr, 64, 256, nullptr),
-                  d + ": out is NULL");
     CHECK(deq.untouched());
 }
 
