@@ -74,54 +74,46 @@ struct Optim8Fn {
             }                                                                                                  \
     }
 
+// Every optimizer kind, by the stem of its functions' names and the naming of its 32-bit functions:
+// BNB, bitsandbytes' c<stem>32bit_grad_fp32 / _fp16 / _bf16; OLD, bitsandbytes' c<stem>32bit_grad_32 /
+// _16 with kbit's kbit_<stem>32bit_grad_bf16. The 8-bit functions are c<stem>_8bit_blockwise_grad_<dt>.
+#define KBIT_TEST_KINDS(X)          \
+    X(adam, Adam, BNB)              \
+    X(ademamix, AdEMAMix, BNB)      \
+    X(lion, Lion, BNB)              \
+    X(momentum, Momentum, OLD)      \
+    X(rmsprop, RMSprop, OLD)        \
+    X(adagrad, Adagrad, OLD)
+
+#define KBIT_TEST_O32_BNB(stem, k)                                      \
+    KBIT_TEST_O32(c##stem##32bit_grad_fp32, float, k),                 \
+        KBIT_TEST_O32(c##stem##32bit_grad_fp16, kbit_half, k),         \
+        KBIT_TEST_O32(c##stem##32bit_grad_bf16, kbit_bf16, k)
+#define KBIT_TEST_O32_OLD(stem, k)                                      \
+    KBIT_TEST_O32(c##stem##32bit_grad_32, float, k),                   \
+        KBIT_TEST_O32(c##stem##32bit_grad_16, kbit_half, k),           \
+        KBIT_TEST_O32(kbit_##stem##32bit_grad_bf16, kbit_bf16, k)
+#define KBIT_TEST_O32_KIND(stem, k, naming) KBIT_TEST_O32_##naming(stem, k),
+#define KBIT_TEST_O8_KIND(stem, k, naming)                              \
+    KBIT_TEST_O8(c##stem##_8bit_blockwise_grad_fp32, float, k),         \
+        KBIT_TEST_O8(c##stem##_8bit_blockwise_grad_fp16, kbit_half, k), \
+        KBIT_TEST_O8(c##stem##_8bit_blockwise_grad_bf16, kbit_bf16, k),
+
 inline const std::vector<Optim32Fn>& optim32_functions() {
-    static const std::vector<Optim32Fn> fns = {
-        KBIT_TEST_O32(cadam32bit_grad_fp32, float, Adam),
-        KBIT_TEST_O32(cadam32bit_grad_fp16, kbit_half, Adam),
-        KBIT_TEST_O32(cadam32bit_grad_bf16, kbit_bf16, Adam),
-        KBIT_TEST_O32(cademamix32bit_grad_fp32, float, AdEMAMix),
-        KBIT_TEST_O32(cademamix32bit_grad_fp16, kbit_half, AdEMAMix),
-        KBIT_TEST_O32(cademamix32bit_grad_bf16, kbit_bf16, AdEMAMix),
-        KBIT_TEST_O32(clion32bit_grad_fp32, float, Lion),
-        KBIT_TEST_O32(clion32bit_grad_fp16, kbit_half, Lion),
-        KBIT_TEST_O32(clion32bit_grad_bf16, kbit_bf16, Lion),
-        KBIT_TEST_O32(cmomentum32bit_grad_32, float, Momentum),
-        KBIT_TEST_O32(cmomentum32bit_grad_16, kbit_half, Momentum),
-        KBIT_TEST_O32(kbit_momentum32bit_grad_bf16, kbit_bf16, Momentum),
-        KBIT_TEST_O32(crmsprop32bit_grad_32, float, RMSprop),
-        KBIT_TEST_O32(crmsprop32bit_grad_16, kbit_half, RMSprop),
-        KBIT_TEST_O32(kbit_rmsprop32bit_grad_bf16, kbit_bf16, RMSprop),
-        KBIT_TEST_O32(cadagrad32bit_grad_32, float, Adagrad),
-        KBIT_TEST_O32(cadagrad32bit_grad_16, kbit_half, Adagrad),
-        KBIT_TEST_O32(kbit_adagrad32bit_grad_bf16, kbit_bf16, Adagrad),
-    };
+    static const std::vector<Optim32Fn> fns = {KBIT_TEST_KINDS(KBIT_TEST_O32_KIND)};
     return fns;
 }
 
 inline const std::vector<Optim8Fn>& optim8_functions() {
-    static const std::vector<Optim8Fn> fns = {
-        KBIT_TEST_O8(cadam_8bit_blockwise_grad_fp32, float, Adam),
-        KBIT_TEST_O8(cadam_8bit_blockwise_grad_fp16, kbit_half, Adam),
-        KBIT_TEST_O8(cadam_8bit_blockwise_grad_bf16, kbit_bf16, Adam),
-        KBIT_TEST_O8(cmomentum_8bit_blockwise_grad_fp32, float, Momentum),
-        KBIT_TEST_O8(cmomentum_8bit_blockwise_grad_fp16, kbit_half, Momentum),
-        KBIT_TEST_O8(cmomentum_8bit_blockwise_grad_bf16, kbit_bf16, Momentum),
-        KBIT_TEST_O8(crmsprop_8bit_blockwise_grad_fp32, float, RMSprop),
-        KBIT_TEST_O8(crmsprop_8bit_blockwise_grad_fp16, kbit_half, RMSprop),
-        KBIT_TEST_O8(crmsprop_8bit_blockwise_grad_bf16, kbit_bf16, RMSprop),
-        KBIT_TEST_O8(clion_8bit_blockwise_grad_fp32, float, Lion),
-        KBIT_TEST_O8(clion_8bit_blockwise_grad_fp16, kbit_half, Lion),
-        KBIT_TEST_O8(clion_8bit_blockwise_grad_bf16, kbit_bf16, Lion),
-        KBIT_TEST_O8(cadagrad_8bit_blockwise_grad_fp32, float, Adagrad),
-        KBIT_TEST_O8(cadagrad_8bit_blockwise_grad_fp16, kbit_half, Adagrad),
-        KBIT_TEST_O8(cadagrad_8bit_blockwise_grad_bf16, kbit_bf16, Adagrad),
-        KBIT_TEST_O8(cademamix_8bit_blockwise_grad_fp32, float, AdEMAMix),
-        KBIT_TEST_O8(cademamix_8bit_blockwise_grad_fp16, kbit_half, AdEMAMix),
-        KBIT_TEST_O8(cademamix_8bit_blockwise_grad_bf16, kbit_bf16, AdEMAMix),
-    };
+    static const std::vector<Optim8Fn> fns = {KBIT_TEST_KINDS(KBIT_TEST_O8_KIND)};
     return fns;
 }
 
+#undef KBIT_TEST_KINDS
+#undef KBIT_TEST_O32_BNB
+#undef KBIT_TEST_O32_OLD
+#undef KBIT_TEST_O32_KIND
+#undef KBIT_TEST_O8_KIND
 #undef KBIT_TEST_O32
 #undef KBIT_TEST_O8
 
