@@ -12,6 +12,21 @@
 
 namespace kbit_test {
 
+inline std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// v rounded to the element type `dtype` (fp32 / fp16 / bf16), as floats.
+inline std::vector<float> rounded(const std::vector<double>& v, int32_t dtype) {
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = round_dtype(static_cast<float>(v[i]), dtype);
+    return out;
+}
+
+// Initial parameters of an optimizer test: n normal values (stddev 0.1, deterministic for the seed) as
+// the element type `dtype` holds them.
+inline std::vector<float> initial_params(size_t n, uint32_t seed, int32_t dtype) {
+    return rounded(as_double(normal_floats(n, seed, 0.1f)), dtype);
+}
+
 // One optimizer's parameters and states in double precision.
 class RefOptimizer {
 public:
@@ -246,6 +261,23 @@ struct Tolerance {
 };
 inline Tolerance tolerance32(int32_t dtype) {
     return dtype == KBIT_DTYPE_FP32 ? Tolerance{1e-6, 1e-5} : dtype == KBIT_DTYPE_BF16 ? Tolerance{1e-3, 1e-2} : Tolerance{1e-4, 1e-3};
+}
+
+// The training runs of the optimizer tests, none where the backend has no optimizers: for every
+// function f of `fns` and weight decay wd 0 and 0.01, under INFO naming both, run(k, wd, p0, tol) with
+// initial parameters p0 for `problem` from `seed`, the Kernel k(f, p0) that holds f's buffers, and
+// bitsandbytes' 32-bit tolerances tol for f's type.
+template <class Kernel, class Fn, class Run>
+void train_each(const std::vector<Fn>& fns, const LeastSquares& problem, uint32_t seed, Run run) {
+    if (!backend().has_optim8()) return;
+    for (const auto& f : fns) {
+        for (float wd : {0.0f, 0.01f}) {
+            INFO(f.name << " weight_decay " << wd);
+            const auto p0 = initial_params(problem.size(), seed, f.dtype);
+            Kernel k(f, p0);
+            run(k, wd, p0, tolerance32(f.dtype));
+        }
+    }
 }
 
 }  // namespace kbit_test

@@ -14,14 +14,6 @@ namespace {
 
 constexpr int kRows = 37, kCols = 111, kBatch = 64;  // 4107 parameters: 2 norm chunks, n % 256 = 11
 
-std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-std::vector<float> rounded(const std::vector<double>& v, int32_t dtype) {
-    std::vector<float> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = round_dtype(static_cast<float>(v[i]), dtype);
-    return out;
-}
-
 // The kernel's buffers for one parameter tensor.
 struct Kernel32 {
     Kernel32(const Optim32Fn& f, const std::vector<float>& p0)
@@ -68,41 +60,34 @@ void check_states(const Kernel32& k, const RefOptimizer& ref, Tolerance tol) {
 
 TEST_CASE("optim8 32-bit: every optimizer fp32/fp16/bf16 trains least squares for 60 steps like the fp64 reference",
           "[optim8][32bit]" FN_OPTIM8_32BIT) {
-    if (!backend().has_optim8()) return;
     const LeastSquares problem(kRows, kCols, kBatch, 21);
-    for (const auto& f : optim32_functions()) {
-        for (float wd : {0.0f, 0.01f}) {
-            INFO(f.name << " weight_decay " << wd);
-            const Tolerance tol = tolerance32(f.dtype);
-            const auto p0 = rounded(as_double(normal_floats(problem.size(), 5, 0.1f)), f.dtype);
-            Kernel32 k(f, p0);
-            RefOptimizer ref(f.kind, p0);
-            const double loss0 = problem.loss(p0);
-            for (int t = 1; t <= 60; ++t) {
-                INFO("step " << t);
-                std::vector<double> grad;
-                problem.loss(k.params(), &grad);
-                const auto g = k.set_gradient(grad);
-                const Hyper h = default_hyper(f.kind, t, wd);
-                k.step(h);
-                ref.step(g, h);
-                // Lion's sign flips where the direction is ~0 (bitsandbytes allows 15 such elements).
-                long at = -1;
-                const long bad = count_not_close(k.params(), ref.p, tol.atol, tol.rtol, &at);
-                INFO("p: " << bad << " elements not close, first at " << at);
-                CHECK(bad <= (f.kind == Kind::Lion ? 15 : 0));
-                check_states(k, ref, tol);
-                // As bitsandbytes' test: 16-bit parameters (and Lion's) are resynchronised to the
-                // reference rounded to the parameter type, so that rounding differences do not grow.
-                if (f.dtype != KBIT_DTYPE_FP32 || f.kind == Kind::Lion) {
-                    const auto sync = rounded(ref.p, f.dtype);
-                    ref.p = as_double(sync);
-                    k.p.upload(to_dtype(sync, f.dtype));
-                }
+    train_each<Kernel32>(optim32_functions(), problem, 5, [&](Kernel32& k, float wd, const auto& p0, Tolerance tol) {
+        RefOptimizer ref(k.f.kind, p0);
+        const double loss0 = problem.loss(p0);
+        for (int t = 1; t <= 60; ++t) {
+            INFO("step " << t);
+            std::vector<double> grad;
+            problem.loss(k.params(), &grad);
+            const auto g = k.set_gradient(grad);
+            const Hyper h = default_hyper(k.f.kind, t, wd);
+            k.step(h);
+            ref.step(g, h);
+            // Lion's sign flips where the direction is ~0 (bitsandbytes allows 15 such elements).
+            long at = -1;
+            const long bad = count_not_close(k.params(), ref.p, tol.atol, tol.rtol, &at);
+            INFO("p: " << bad << " elements not close, first at " << at);
+            CHECK(bad <= (k.f.kind == Kind::Lion ? 15 : 0));
+            check_states(k, ref, tol);
+            // As bitsandbytes' test: 16-bit parameters (and Lion's) are resynchronised to the
+            // reference rounded to the parameter type, so that rounding differences do not grow.
+            if (k.f.dtype != KBIT_DTYPE_FP32 || k.f.kind == Kind::Lion) {
+                const auto sync = rounded(ref.p, k.f.dtype);
+                ref.p = as_double(sync);
+                k.p.upload(to_dtype(sync, k.f.dtype));
             }
-            CHECK(problem.loss(k.params()) < loss0);
         }
-    }
+        CHECK(problem.loss(k.params()) < loss0);
+    });
 }
 
 TEST_CASE("optim8 32-bit: update-norm clipping (max_unorm) fp32/bf16; unorm holds the norm; AdEMAMix ignores it",
@@ -113,7 +98,7 @@ TEST_CASE("optim8 32-bit: update-norm clipping (max_unorm) fp32/bf16; unorm hold
         if (f.dtype == KBIT_DTYPE_FP16) continue;
         INFO(f.name);
         const Tolerance tol = tolerance32(f.dtype);
-        const auto p0 = rounded(as_double(normal_floats(problem.size(), 6, 0.1f)), f.dtype);
+        const auto p0 = initial_params(problem.size(), 6, f.dtype);
         Kernel32 k(f, p0);
         RefOptimizer ref(f.kind, p0);
         for (int t = 1; t <= 4; ++t) {  // warm the states up, unclipped
@@ -169,7 +154,7 @@ TEST_CASE("optim8 32-bit: skip_zeros leaves zero-gradient elements untouched fp3
         for (float wd : {0.0f, 0.01f}) {
             INFO(f.name << " weight_decay " << wd);
             const size_t n = 3000;
-            const auto p0 = rounded(as_double(normal_floats(n, 7, 0.1f)), f.dtype);
+            const auto p0 = initial_params(n, 7, f.dtype);
             Kernel32 k(f, p0);
             auto s1_0 = normal_floats(k.s1.size(), 8, 0.01f);
             if (f.kind == Kind::RMSprop || f.kind == Kind::Adagrad)  // sums of squares

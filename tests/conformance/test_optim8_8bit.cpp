@@ -16,14 +16,6 @@ namespace {
 
 constexpr int kRows = 37, kCols = 111, kBatch = 64;  // 4107 parameters: 17 blocks, the last partial
 
-std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-std::vector<float> rounded(const std::vector<double>& v, int32_t dtype) {
-    std::vector<float> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = round_dtype(static_cast<float>(v[i]), dtype);
-    return out;
-}
-
 struct Kernel8 {
     Kernel8(const Optim8Fn& f, const std::vector<float>& p0)
         : f(f), n(p0.size()), blocks((p0.size() + 255) / 256), ademamix(f.kind == Kind::AdEMAMix),
@@ -95,47 +87,40 @@ void check_state(const Kernel8& k, int which, const std::vector<double>& want, d
 
 TEST_CASE("optim8 8-bit: every optimizer fp32/fp16/bf16 blocksize 256 takes exact steps on its dequantized states and re-quantizes within the map's resolution",
           "[optim8][8bit]" FN_OPTIM8_8BIT) {
-    if (!backend().has_optim8()) return;
     const LeastSquares problem(kRows, kCols, kBatch, 31);
-    for (const auto& f : optim8_functions()) {
-        for (float wd : {0.0f, 0.01f}) {
-            INFO(f.name << " weight_decay " << wd);
-            const Tolerance tol = tolerance32(f.dtype);
-            const auto p0 = rounded(as_double(normal_floats(problem.size(), 15, 0.1f)), f.dtype);
-            Kernel8 k(f, p0);
-            const double loss0 = problem.loss(p0);
-            const auto q1 = dynamic_map(true);
-            for (int t = 1; t <= 60; ++t) {
-                INFO("step " << t);
-                std::vector<double> s1 = k.state(1), s2 = k.two ? k.state(2) : std::vector<double>(k.n),
-                                    s3 = k.ademamix ? k.state(3) : std::vector<double>(k.n);
-                const auto a1 = k.a1.download();
-                std::vector<double> p = as_double(k.params());
-                std::vector<double> grad;
-                problem.loss(k.params(), &grad);
-                const auto g = k.set_gradient(grad);
-                const Hyper h = default_hyper(f.kind, t, wd);
-                for (size_t i = 0; i < k.n; ++i) ref8_element(f.kind, h, f.dtype, g[i], p[i], s1[i], s2[i], s3[i]);
-                // Padding lanes: g = 0, p = 0, state1/m2 code 128, state2 code 0, old block scales.
-                double pp = 0.0, pad1 = q1[128] * a1[k.blocks - 1], pad2 = 0.0,
-                       pad3 = k.ademamix ? q1[128] * a1[2 * k.blocks - 1] : 0.0;
-                ref8_element(f.kind, h, f.dtype, 0.0, pp, pad1, pad2, pad3);
-                k.step(h);
-                long at = -1;
-                const long bad = count_not_close(k.params(), p, tol.atol, tol.rtol, &at);
-                INFO("p: " << bad << " not close, first at " << at);
-                CHECK(bad <= (f.kind == Kind::Lion ? 15 : 0));
-                check_state(k, 1, s1, pad1, "state1");
-                if (k.two) check_state(k, 2, s2, pad2, "state2");
-                if (k.ademamix) check_state(k, 3, s3, pad3, "m2");
-            }
-            // bitsandbytes' 8-bit RMSprop/Adagrad step p with the raw gradient but accumulate the
-            // decayed one (kbit keeps this, see abi/ABI.md): where g ~ -p*wd the step explodes, so
-            // with weight decay these two need not descend.
-            const bool raw_step = (f.kind == Kind::RMSprop || f.kind == Kind::Adagrad) && wd > 0.0f;
-            if (!raw_step) CHECK(problem.loss(k.params()) < loss0);
+    train_each<Kernel8>(optim8_functions(), problem, 15, [&](Kernel8& k, float wd, const auto& p0, Tolerance tol) {
+        const double loss0 = problem.loss(p0);
+        const auto q1 = dynamic_map(true);
+        for (int t = 1; t <= 60; ++t) {
+            INFO("step " << t);
+            std::vector<double> s1 = k.state(1), s2 = k.two ? k.state(2) : std::vector<double>(k.n),
+                                s3 = k.ademamix ? k.state(3) : std::vector<double>(k.n);
+            const auto a1 = k.a1.download();
+            std::vector<double> p = as_double(k.params());
+            std::vector<double> grad;
+            problem.loss(k.params(), &grad);
+            const auto g = k.set_gradient(grad);
+            const Hyper h = default_hyper(k.f.kind, t, wd);
+            for (size_t i = 0; i < k.n; ++i) ref8_element(k.f.kind, h, k.f.dtype, g[i], p[i], s1[i], s2[i], s3[i]);
+            // Padding lanes: g = 0, p = 0, state1/m2 code 128, state2 code 0, old block scales.
+            double pp = 0.0, pad1 = q1[128] * a1[k.blocks - 1], pad2 = 0.0,
+                   pad3 = k.ademamix ? q1[128] * a1[2 * k.blocks - 1] : 0.0;
+            ref8_element(k.f.kind, h, k.f.dtype, 0.0, pp, pad1, pad2, pad3);
+            k.step(h);
+            long at = -1;
+            const long bad = count_not_close(k.params(), p, tol.atol, tol.rtol, &at);
+            INFO("p: " << bad << " not close, first at " << at);
+            CHECK(bad <= (k.f.kind == Kind::Lion ? 15 : 0));
+            check_state(k, 1, s1, pad1, "state1");
+            if (k.two) check_state(k, 2, s2, pad2, "state2");
+            if (k.ademamix) check_state(k, 3, s3, pad3, "m2");
         }
-    }
+        // bitsandbytes' 8-bit RMSprop/Adagrad step p with the raw gradient but accumulate the
+        // decayed one (kbit keeps this, see abi/ABI.md): where g ~ -p*wd the step explodes, so
+        // with weight decay these two need not descend.
+        const bool raw_step = (k.f.kind == Kind::RMSprop || k.f.kind == Kind::Adagrad) && wd > 0.0f;
+        if (!raw_step) CHECK(problem.loss(k.params()) < loss0);
+    });
 }
 
 TEST_CASE("optim8 8-bit: 60 steps stay as close to the 32-bit optimizer as bitsandbytes' 8-bit test requires",
@@ -146,7 +131,7 @@ TEST_CASE("optim8 8-bit: 60 steps stay as close to the 32-bit optimizer as bitsa
     const size_t n = 4097 * 8;  // n % 256 = 8
     for (const auto& f : optim8_functions()) {
         INFO(f.name);
-        const auto p0 = rounded(as_double(normal_floats(n, 16, 0.1f)), f.dtype);
+        const auto p0 = initial_params(n, 16, f.dtype);
         Kernel8 k(f, p0);
         RefOptimizer ref(f.kind, p0);
         const bool bf16 = f.dtype == KBIT_DTYPE_BF16;
