@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "optim8_cases.h"
+#include "optim_configs.h"
 #include "test_8bit_util.h"
 #include "ref_optim8.h"
 
@@ -17,36 +18,7 @@ using namespace kbit_test;
 
 namespace {
 
-struct Config {
-    const char* label;
-    int step;
-    float wd;
-    bool skip_zeros;
-    float gnorm_scale;
-    float max_unorm;  // 32-bit only
-    float zero_fraction, special_fraction;  // gradients set to 0, to NaN/Inf
-};
-
-const Config kConfigs[] = {
-    {"step 1", 1, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.0f},
-    {"step 7, wd 0.01, skip_zeros, gnorm 0.7", 7, 0.01f, true, 0.7f, 0.0f, 0.1f, 0.0f},
-    {"step 3, clipped (max_unorm 0.5)", 3, 0.0f, false, 1.0f, 0.5f, 0.05f, 0.0f},
-    {"step 1000, wd 0.1, zero gradients", 1000, 0.1f, false, 1.0f, 0.02f, 0.2f, 0.0f},
-    {"step 2, NaN/Inf gradients", 2, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.01f},
-};
-
-std::vector<float> gradients(size_t n, uint32_t seed, const Config& cfg) {
-    auto g = normal_floats(n, seed, 0.01f);
-    std::mt19937 rng(seed + 1);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    const float specials[] = {NAN, INFINITY, -INFINITY};
-    for (size_t i = 0; i < n; ++i) {
-        const float r = u(rng);
-        if (r < cfg.zero_fraction) g[i] = (i % 2) ? 0.0f : -0.0f;
-        else if (r < cfg.zero_fraction + cfg.special_fraction) g[i] = specials[i % 3];
-    }
-    return g;
-}
+using Config = OptimConfig;
 
 std::vector<float> abs_floats(std::vector<float> v) {
     for (auto& x : v) x = std::fabs(x);
@@ -94,7 +66,7 @@ void require_same_values(const std::vector<float>& got, const std::vector<float>
 void check_32bit(const Optim32Fn& f, int n, const Config& cfg, uint32_t seed) {
     const size_t states1 = f.kind == Kind::AdEMAMix ? 2 * n : n;
     const bool two = kbit::optim::two_state(f.kind);
-    const auto g = to_dtype(gradients(n, seed, cfg), f.dtype);
+    const auto g = to_dtype(optim_gradients(n, seed, cfg), f.dtype);
     const auto p = to_dtype(normal_floats(n, seed + 2, 0.1f), f.dtype);
     const auto s1 = normal_floats(states1, seed + 3, 0.01f);
     const auto s2 = abs_floats(normal_floats(n, seed + 4, 1e-2f));
@@ -159,7 +131,7 @@ void check_8bit(const Optim8Fn& f, int n, const Config& cfg, const Tables& tb, b
     const int64_t blocks = (n + 255) / 256;
     const size_t codes1 = f.kind == Kind::AdEMAMix ? 2 * n : n;
     const size_t scales1 = f.kind == Kind::AdEMAMix ? 2 * blocks : blocks;
-    auto gv = gradients(n, seed, cfg);
+    auto gv = optim_gradients(n, seed, cfg);
     if (n > 600) std::fill(gv.begin() + 256, gv.begin() + 512, 0.0f);  // an all-zero gradient block
     const auto g = to_dtype(gv, f.dtype);
     const auto p = to_dtype(normal_floats(n, seed + 2, 0.1f), f.dtype);
@@ -214,10 +186,10 @@ TEST_CASE("optim8 exact: 32-bit optimizers fp32/fp16/bf16 equal the scalar refer
     uint32_t seed = 100;
     for (const auto& f : optim32_functions()) {
         for (int n : {1, 13, 256, 4095, 2 * 4096 + 37, 40000})
-            for (const auto& cfg : kConfigs) check_32bit(f, n, cfg, seed++);
+            for (const auto& cfg : kOptimConfigs) check_32bit(f, n, cfg, seed++);
         // Large enough for the CPU backend to split it over threads (>= 64K elements per thread).
-        check_32bit(f, 300007, kConfigs[1], seed++);
-        check_32bit(f, 300007, kConfigs[2], seed++);
+        check_32bit(f, 300007, kOptimConfigs[1], seed++);
+        check_32bit(f, 300007, kOptimConfigs[2], seed++);
     }
 }
 
@@ -228,12 +200,12 @@ TEST_CASE("optim8 exact: 8-bit blockwise optimizers fp32/fp16/bf16 blocksize 256
     const auto tbs = tables();
     for (const auto& f : optim8_functions()) {
         for (int n : {1, 200, 256, 257, 1000, 256 * 40 + 100})
-            for (const auto& cfg : kConfigs) {
+            for (const auto& cfg : kOptimConfigs) {
                 if (cfg.max_unorm > 0.0f) continue;  // no clipping in 8-bit
                 check_8bit(f, n, cfg, tbs[0], cfg.step == 1, seed++);
             }
-        for (const auto& tb : tbs) check_8bit(f, 3000, kConfigs[1], tb, false, seed++);
-        check_8bit(f, 256 * 300 + 77, kConfigs[1], tbs[0], false, seed++);  // split over threads
+        for (const auto& tb : tbs) check_8bit(f, 3000, kOptimConfigs[1], tb, false, seed++);
+        check_8bit(f, 256 * 300 + 77, kOptimConfigs[1], tbs[0], false, seed++);  // split over threads
     }
 }
 

@@ -18,17 +18,9 @@
 #include "functions.h"
 #include "kbit_dynamic_map.h"
 #include "kbit_half.h"
+#include "random_floats.h"
 
 namespace kbit_test {
-
-// n normally distributed floats (deterministic for a seed).
-inline std::vector<float> normal_floats(size_t n, uint32_t seed, float stddev = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, stddev);
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(rng);
-    return v;
-}
 
 // n uniformly random bytes (deterministic for a seed), e.g. packed 4-bit codes.
 inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {

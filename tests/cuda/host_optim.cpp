@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "host_util.h"
+#include "optim_configs.h"
 #include "optim_hyper.h"
 #include "optim_lanes.h"
 #include "ref_optim8.h"
@@ -28,34 +29,9 @@ Hyper hyper(Kind kind, int step, float wd, bool skip_zeros, float gnorm_scale) {
     return h;
 }
 
-struct Config {
-    const char* label;
-    int step;
-    float wd;
-    bool skip_zeros;
-    float gnorm_scale, max_unorm, zero_fraction, special_fraction;
-};
-
-const Config kConfigs[] = {
-    {"step 1", 1, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.0f},
-    {"step 7, wd 0.01, skip_zeros, gnorm 0.7", 7, 0.01f, true, 0.7f, 0.0f, 0.1f, 0.0f},
-    {"step 3, clipped (max_unorm 0.5)", 3, 0.0f, false, 1.0f, 0.5f, 0.05f, 0.0f},
-    {"step 1000, wd 0.1, clipped hard", 1000, 0.1f, false, 1.0f, 0.02f, 0.2f, 0.0f},
-    {"step 2, NaN/Inf gradients", 2, 0.0f, false, 1.0f, 0.0f, 0.0f, 0.01f},
-};
-
-std::vector<float> gradients(size_t n, uint32_t seed, const Config& cfg) {
-    auto g = hostcheck::normal(n, seed, 0.01f);
-    std::mt19937 rng(seed + 1);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    const float specials[] = {kNaN, kInf, -kInf};
-    for (size_t i = 0; i < n; ++i) {
-        const float r = u(rng);
-        if (r < cfg.zero_fraction) g[i] = (i % 2) ? 0.0f : -0.0f;
-        else if (r < cfg.zero_fraction + cfg.special_fraction) g[i] = specials[i % 3];
-    }
-    return g;
-}
+using Config = kbit_test::OptimConfig;
+using kbit_test::kOptimConfigs;
+using kbit_test::optim_gradients;
 
 // ---- 32-bit: optim32.cu's launch sequence ------------------------------------------------------------
 
@@ -114,7 +90,7 @@ void check32(int64_t n, const Config& cfg) {
     INFO(kbit::Elem<T>::name << " kind " << static_cast<int>(K) << " n " << n << " " << cfg.label);
     const bool two = kbit::optim::two_state(K);
     const size_t states1 = static_cast<size_t>(K == Kind::AdEMAMix ? 2 * n : n);
-    const auto g = hostcheck::to_elems<T>(gradients(static_cast<size_t>(n), static_cast<uint32_t>(n), cfg));
+    const auto g = hostcheck::to_elems<T>(optim_gradients(static_cast<size_t>(n), static_cast<uint32_t>(n), cfg));
     const auto p0 = hostcheck::to_elems<T>(hostcheck::normal(static_cast<size_t>(n), 2, 0.1f));
     const auto s10 = hostcheck::normal(states1, 3, 0.01f);
     auto s20 = hostcheck::normal(static_cast<size_t>(n), 4, 0.01f);
@@ -200,7 +176,7 @@ void check8(int64_t n, const Config& cfg, const Tables& tb, bool fresh) {
     const int64_t blocks = (n + 255) / 256;
     const size_t codes1 = static_cast<size_t>(K == Kind::AdEMAMix ? 2 * n : n);
     const size_t scales1 = static_cast<size_t>(K == Kind::AdEMAMix ? 2 * blocks : blocks);
-    auto gv = gradients(static_cast<size_t>(n), static_cast<uint32_t>(n) + 7, cfg);
+    auto gv = optim_gradients(static_cast<size_t>(n), static_cast<uint32_t>(n) + 7, cfg);
     if (n > 600) std::fill(gv.begin() + 256, gv.begin() + 512, 0.0f);  // an all-zero gradient block
     const auto g = hostcheck::to_elems<T>(gv);
     const auto p0 = hostcheck::to_elems<T>(hostcheck::normal(static_cast<size_t>(n), 8, 0.1f));
@@ -236,7 +212,7 @@ void check8(int64_t n, const Config& cfg, const Tables& tb, bool fresh) {
 
 template <class T, Kind K>
 void check_kind() {
-    for (const Config& cfg : kConfigs) {
+    for (const Config& cfg : kOptimConfigs) {
         for (int64_t n : {int64_t{1}, int64_t{200}, int64_t{4096}, int64_t{3 * 4096 + 5}})
             check32<T, K>(n, cfg);
         for (const Tables& tb : tables())

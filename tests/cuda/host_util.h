@@ -13,6 +13,7 @@
 #include "elem_vectors.h"
 #include "kbit_dynamic_map.h"
 #include "kbit_half.h"
+#include "random_floats.h"
 
 namespace hostcheck {
 
@@ -39,11 +40,7 @@ inline std::vector<float> probe_floats(size_t random_count, uint32_t seed) {
 }
 
 inline std::vector<float> normal(size_t n, uint32_t seed, float stddev) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, stddev);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
+    return kbit_test::normal_floats(n, seed, stddev);
 }
 
 // Shared with the conformance suite (tests/common, src/common).
