@@ -56,17 +56,39 @@ struct Buffers8 {
     }
 };
 
+// Runs check(f, two, h, fn) for every function f of `fns` under INFO naming it: two, whether f's
+// optimizer has a second state; h, its default hyperparameters at step 3; fn, the messages' "<name>: ".
+template <class Fn, class Check>
+void for_each_function(const std::vector<Fn>& fns, Check check) {
+    for (const auto& f : fns) {
+        INFO(f.name);
+        check(f, kbit::optim::two_state(f.kind), default_hyper(f.kind, 3), f.name + ": ");
+    }
+}
+
+// The scalar rules, checked before any pointer: n >= 0, then step >= 1. call(h, n) calls with every
+// buffer valid; no refusal may touch a buffer of b.
+template <class Buffers, class Call>
+void check_scalar_rules(const std::string& fn, const Hyper& h, const Buffers& b, Call call) {
+    check_invalid(call(h, -1), fn + "n is -1, must be >= 0");
+    CHECK(b.untouched());
+    check_invalid(call(h, INT_MIN), fn + "n is -2147483648, must be >= 0");
+    CHECK(b.untouched());
+    for (int step : {0, -5}) {
+        Hyper hs = h;
+        hs.step = step;
+        check_invalid(call(hs, kN), fn + "step is " + std::to_string(step) + ", must be >= 1");
+        CHECK(b.untouched());
+    }
+}
+
 }  // namespace
 
 TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched",
           "[optim8][args]" FN_OPTIM8_32BIT) {
     if (!backend().has_optim8()) return;
     Buffers32 b;
-    for (const auto& f : optim32_functions()) {
-        INFO(f.name);
-        const bool two = kbit::optim::two_state(f.kind);
-        const Hyper h = default_hyper(f.kind, 3);
-        const std::string fn = f.name + ": ";
+    for_each_function(optim32_functions(), [&](const Optim32Fn& f, bool two, const Hyper& h, const std::string& fn) {
         auto call = [&](void* g, void* p, float* s1, float* s2, float* unorm, float max_unorm, const Hyper& hh, int n) {
             b.reset();
             return f.call(g, p, s1, s2, unorm, max_unorm, 1.0f, hh, n);
@@ -74,16 +96,7 @@ TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with e
         void *g = b.g.get(), *p = b.p.get();
         float *s1 = b.s1.get(), *s2 = b.s2.get(), *u = b.unorm.get();
 
-        check_invalid(call(g, p, s1, s2, u, 0.0f, h, -1), fn + "n is -1, must be >= 0");
-        CHECK(b.untouched());
-        check_invalid(call(g, p, s1, s2, u, 0.0f, h, INT_MIN), fn + "n is -2147483648, must be >= 0");
-        CHECK(b.untouched());
-        for (int step : {0, -5}) {
-            Hyper hs = h;
-            hs.step = step;
-            check_invalid(call(g, p, s1, s2, u, 0.0f, hs, kN), fn + "step is " + std::to_string(step) + ", must be >= 1");
-            CHECK(b.untouched());
-        }
+        check_scalar_rules(fn, h, b, [&](const Hyper& hh, int n) { return call(g, p, s1, s2, u, 0.0f, hh, n); });
         check_invalid(call(nullptr, p, s1, s2, u, 0.0f, h, kN), fn + "g is NULL");
         CHECK(b.untouched());
         check_invalid(call(g, nullptr, s1, s2, u, 0.0f, h, kN), fn + "p is NULL");
@@ -113,18 +126,14 @@ TEST_CASE("optim8 args: 32-bit optimizers fp32/fp16/bf16 reject bad input with e
             CHECK(f.call(g, p, s1, s2, nullptr, 0.0f, 1.0f, h, kN) == KBIT_STATUS_SUCCESS);
             for (uint8_t x : b.s2.bytes()) REQUIRE(x == kSentinel);
         }
-    }
+    });
 }
 
 TEST_CASE("optim8 args: 8-bit blockwise optimizers fp32/fp16/bf16 reject bad input with exact messages, buffers untouched",
           "[optim8][args]" FN_OPTIM8_8BIT) {
     if (!backend().has_optim8()) return;
     Buffers8 b;
-    for (const auto& f : optim8_functions()) {
-        INFO(f.name);
-        const bool two = kbit::optim::two_state(f.kind);
-        const Hyper h = default_hyper(f.kind, 3);
-        const std::string fn = f.name + ": ";
+    for_each_function(optim8_functions(), [&](const Optim8Fn& f, bool two, const Hyper& h, const std::string& fn) {
         struct Ptrs {
             void *p, *g;
             uint8_t *s1, *s2;
@@ -136,16 +145,7 @@ TEST_CASE("optim8 args: 8-bit blockwise optimizers fp32/fp16/bf16 reject bad inp
             return f.call(x.p, x.g, x.s1, x.s2, x.q1, x.q2, x.a1, x.a2, hh, n);
         };
 
-        check_invalid(call(all, h, -1), fn + "n is -1, must be >= 0");
-        CHECK(b.untouched());
-        check_invalid(call(all, h, INT_MIN), fn + "n is -2147483648, must be >= 0");
-        CHECK(b.untouched());
-        for (int step : {0, -5}) {
-            Hyper hs = h;
-            hs.step = step;
-            check_invalid(call(all, hs, kN), fn + "step is " + std::to_string(step) + ", must be >= 1");
-            CHECK(b.untouched());
-        }
+        check_scalar_rules(fn, h, b, [&](const Hyper& hh, int n) { return call(all, hh, n); });
         struct Missing {
             const char* name;
             void (*clear)(Ptrs&);
@@ -180,5 +180,5 @@ TEST_CASE("optim8 args: 8-bit blockwise optimizers fp32/fp16/bf16 reject bad inp
             for (uint8_t x : b.s2.bytes()) REQUIRE(x == kSentinel);
             for (uint8_t x : b.a2.bytes()) REQUIRE(x == kSentinel);
         }
-    }
+    });
 }
