@@ -38,24 +38,21 @@ std::vector<T> expected(QuantType q, const std::vector<uint8_t>& packed, const s
 TEMPLATE_TEST_CASE("4bit dequantize: exact for every blocksize, odd n and special scales", "[4bit][dequantize]"
                    FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : kBlocksizes) {
-            for (int64_t n : {bs * 20, bs * 20 + 1, bs * 17 + bs / 2 + 31, int64_t{1}, bs - 1}) {
-                DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs << " n " << n) {
-                    const auto packed = random_bytes(static_cast<size_t>((n + 1) / 2), static_cast<uint32_t>(n));
-                    const auto absmax = scales(static_cast<size_t>((n + bs - 1) / bs), static_cast<uint32_t>(bs));
-                    const auto got = backend_dequantize<T>(q, packed, absmax, bs, n);
-                    const auto want = expected<T>(q, packed, absmax, bs, n);
-                    const long d = first_bit_difference(got, want);
-                    INFO("first difference at " << d);
-                    CHECK(d == -1);
-                    std::vector<T> ref(static_cast<size_t>(n));
-                    kbit::ref::dequantize_4bit(q, packed.data(), absmax.data(), ref.data(), bs, n);
-                    CHECK(first_bit_difference(got, ref) == -1);
-                }
-            }
-        }
-    }
+    auto sizes = [](int64_t bs) {
+        return std::vector<int64_t>{bs * 20, bs * 20 + 1, bs * 17 + bs / 2 + 31, int64_t{1}, bs - 1};
+    };
+    for_each_format_and_size<T>(kBlocksizes, sizes, [](QuantType q, int64_t bs, int64_t n) {
+        const auto packed = random_bytes(static_cast<size_t>((n + 1) / 2), static_cast<uint32_t>(n));
+        const auto absmax = scales(static_cast<size_t>((n + bs - 1) / bs), static_cast<uint32_t>(bs));
+        const auto got = backend_dequantize<T>(q, packed, absmax, bs, n);
+        const auto want = expected<T>(q, packed, absmax, bs, n);
+        const long d = first_bit_difference(got, want);
+        INFO("first difference at " << d);
+        CHECK(d == -1);
+        std::vector<T> ref(static_cast<size_t>(n));
+        kbit::ref::dequantize_4bit(q, packed.data(), absmax.data(), ref.data(), bs, n);
+        CHECK(first_bit_difference(got, ref) == -1);
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit dequantize: FP4 nibble 1000 is -0.0", "[4bit][dequantize]" FN_4BIT_DEQUANTIZE_FP4,
@@ -73,28 +70,25 @@ TEMPLATE_TEST_CASE("4bit dequantize: large n across threads, streaming stores, u
     using T = TestType;
     // Big enough for the CPU backend's non-temporal path (>= 8 MiB of output), odd, partial block.
     const int64_t n = (int64_t{9} << 20) / static_cast<int64_t>(sizeof(T)) + 77;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{4096}}) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs << " n " << n) {
-                const auto packed = random_bytes(static_cast<size_t>((n + 1) / 2), 9);
-                const auto absmax = scales(static_cast<size_t>((n + bs - 1) / bs), 10);
-                const auto want = expected<T>(q, packed, absmax, bs, n);
-                CHECK(first_bit_difference(backend_dequantize<T>(q, packed, absmax, bs, n), want) == -1);
-                // Output one element past an aligned address.
-                DeviceBuffer<uint8_t> dq(packed);
-                DeviceBuffer<float> da(absmax);
-                DeviceBuffer<T> out(static_cast<size_t>(n + 1));
-                out.fill_bytes(0x5A);
-                require_ok(Fns4<T>::dequantize(q)(nullptr, dq.get(), da.get(), out.get() + 1, static_cast<int>(bs),
-                                                  static_cast<int>(n), nullptr),
-                           "dequantize (unaligned)");
-                auto got = out.download();
-                CHECK(bits_of(got[0]) == (sizeof(T) == 4 ? 0x5A5A5A5Au : 0x5A5Au));  // before: untouched
-                got.erase(got.begin());
-                CHECK(first_bit_difference(got, want) == -1);
-            }
-        }
-    }
+    auto sizes = [n](int64_t) { return std::vector<int64_t>{n}; };
+    for_each_format_and_size<T>({32, 64, 4096}, sizes, [](QuantType q, int64_t bs, int64_t n) {
+        const auto packed = random_bytes(static_cast<size_t>((n + 1) / 2), 9);
+        const auto absmax = scales(static_cast<size_t>((n + bs - 1) / bs), 10);
+        const auto want = expected<T>(q, packed, absmax, bs, n);
+        CHECK(first_bit_difference(backend_dequantize<T>(q, packed, absmax, bs, n), want) == -1);
+        // Output one element past an aligned address.
+        DeviceBuffer<uint8_t> dq(packed);
+        DeviceBuffer<float> da(absmax);
+        DeviceBuffer<T> out(static_cast<size_t>(n + 1));
+        out.fill_bytes(0x5A);
+        require_ok(Fns4<T>::dequantize(q)(nullptr, dq.get(), da.get(), out.get() + 1, static_cast<int>(bs),
+                                          static_cast<int>(n), nullptr),
+                   "dequantize (unaligned)");
+        auto got = out.download();
+        CHECK(bits_of(got[0]) == (sizeof(T) == 4 ? 0x5A5A5A5Au : 0x5A5Au));  // before: untouched
+        got.erase(got.begin());
+        CHECK(first_bit_difference(got, want) == -1);
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit dequantize: kbit_dequantize_4bit equals the bitsandbytes-named functions", "[4bit][dequantize]"

@@ -53,6 +53,21 @@ void check_against_ref(QuantType q, const std::vector<T>& x, int64_t blocksize) 
     CHECK(first_bit_difference(packed, ref_packed) == -1);
 }
 
+struct Quantized {
+    std::vector<uint8_t> packed;
+    std::vector<float> absmax;
+};
+
+// The backend's bytes and absmax for x equal the reference's and follow the block rules; returns them.
+template <class T>
+Quantized check_quantize(QuantType q, const std::vector<T>& x, int64_t blocksize) {
+    check_against_ref(q, x, blocksize);
+    Quantized out;
+    backend_quantize(q, x, blocksize, &out.packed, &out.absmax);
+    check_block_rules(q, x, blocksize, out.packed, out.absmax);
+    return out;
+}
+
 // Blocks with special contents, then a partial all-NaN block (n odd).
 template <class T>
 std::vector<T> special_blocks(int64_t bs) {
@@ -111,49 +126,32 @@ std::vector<T> threshold_edges(QuantType q, int64_t bs) {
 TEMPLATE_TEST_CASE("4bit quantize: bytes and absmax equal the reference and the format rules", "[4bit][quantize]"
                    FN_4BIT_QUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : kBlocksizes) {
-            for (int64_t n : {bs * 5, bs * 5 + 1, bs * 3 + bs / 2 + 1, bs - 2, int64_t{1}, int64_t{2}}) {
-                DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs << " n " << n) {
-                    const auto x = weights<T>(static_cast<size_t>(n), static_cast<uint32_t>(n + bs));
-                    check_against_ref(q, x, bs);
-                    std::vector<uint8_t> packed;
-                    std::vector<float> absmax;
-                    backend_quantize(q, x, bs, &packed, &absmax);
-                    check_block_rules(q, x, bs, packed, absmax);
-                }
-            }
-        }
-    }
+    auto sizes = [](int64_t bs) {
+        return std::vector<int64_t>{bs * 5, bs * 5 + 1, bs * 3 + bs / 2 + 1, bs - 2, int64_t{1}, int64_t{2}};
+    };
+    for_each_format_and_size<T>(kBlocksizes, sizes, [](QuantType q, int64_t bs, int64_t n) {
+        check_quantize(q, weights<T>(static_cast<size_t>(n), static_cast<uint32_t>(n + bs)), bs);
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][quantize]" FN_4BIT_QUANTIZE,
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : kBlocksizes) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
-                const auto x = special_blocks<T>(bs);
-                check_against_ref(q, x, bs);
-                std::vector<uint8_t> packed;
-                std::vector<float> absmax;
-                backend_quantize(q, x, bs, &packed, &absmax);
-                check_block_rules(q, x, bs, packed, absmax);
-                // Spelled out (docs/behaviour.md §2.2): zero block -> absmax 0, every nibble 0.
-                CHECK(bits_of(absmax[0]) == 0u);
-                for (int64_t i = 0; i < bs / 2; ++i) CHECK(packed[i] == 0);
-                // All-NaN full block: absmax -FLT_MAX (the reduction's start), every nibble 0.
-                CHECK(absmax[2] == -FLT_MAX);
-                for (int64_t i = bs; i < 3 * bs / 2; ++i) CHECK(packed[i] == 0);
-                // +Inf block: absmax +inf; finite elements code 0 * x, the Inf element (NaN) 0.
-                CHECK(absmax[3] == INFINITY);
-                CHECK(kbit::nibble_at(packed.data(), 3 * bs + 7) == 0);
-                CHECK(kbit::nibble_at(packed.data(), 3 * bs + 8) == (q == QuantType::NF4 ? 7 : 0));
-                // Partial all-NaN last block: the zero padding wins the reduction -> absmax 0.
-                CHECK(bits_of(absmax.back()) == 0u);
-            }
-        }
-    }
+    for_each_format<T>(kBlocksizes, [](QuantType q, int64_t bs) {
+        const auto [packed, absmax] = check_quantize(q, special_blocks<T>(bs), bs);
+        // Spelled out (docs/behaviour.md §2.2): zero block -> absmax 0, every nibble 0.
+        CHECK(bits_of(absmax[0]) == 0u);
+        for (int64_t i = 0; i < bs / 2; ++i) CHECK(packed[i] == 0);
+        // All-NaN full block: absmax -FLT_MAX (the reduction's start), every nibble 0.
+        CHECK(absmax[2] == -FLT_MAX);
+        for (int64_t i = bs; i < 3 * bs / 2; ++i) CHECK(packed[i] == 0);
+        // +Inf block: absmax +inf; finite elements code 0 * x, the Inf element (NaN) 0.
+        CHECK(absmax[3] == INFINITY);
+        CHECK(kbit::nibble_at(packed.data(), 3 * bs + 7) == 0);
+        CHECK(kbit::nibble_at(packed.data(), 3 * bs + 8) == (q == QuantType::NF4 ? 7 : 0));
+        // Partial all-NaN last block: the zero padding wins the reduction -> absmax 0.
+        CHECK(bits_of(absmax.back()) == 0u);
+    });
 }
 
 // Long runs of blocks (backends may treat several blocks at once, the CPU one 16 small blocks of
@@ -162,39 +160,26 @@ TEMPLATE_TEST_CASE("4bit quantize: zero, NaN, Inf and all-NaN blocks", "[4bit][q
 TEMPLATE_TEST_CASE("4bit quantize: special blocks at every position of a long run", "[4bit][quantize]" FN_4BIT_QUANTIZE,
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}}) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
-                const auto specials = special_blocks<T>(bs);
-                const auto normal = weights<T>(static_cast<size_t>(40 * bs), static_cast<uint32_t>(bs));
-                for (int64_t kind = 0; kind < 7; ++kind) {
-                    for (int64_t at = 0; at < 40; at += kind + 1) {
-                        auto x = normal;
-                        std::copy(specials.begin() + kind * bs, specials.begin() + (kind + 1) * bs, x.begin() + at * bs);
-                        INFO("special block " << kind << " at block " << at);
-                        check_against_ref(q, x, bs);
-                    }
-                }
+    for_each_format<T>({32, 64, 128}, [](QuantType q, int64_t bs) {
+        const auto specials = special_blocks<T>(bs);
+        const auto normal = weights<T>(static_cast<size_t>(40 * bs), static_cast<uint32_t>(bs));
+        for (int64_t kind = 0; kind < 7; ++kind) {
+            for (int64_t at = 0; at < 40; at += kind + 1) {
+                auto x = normal;
+                std::copy(specials.begin() + kind * bs, specials.begin() + (kind + 1) * bs, x.begin() + at * bs);
+                INFO("special block " << kind << " at block " << at);
+                check_against_ref(q, x, bs);
             }
         }
-    }
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit quantize: threshold literals and their neighbours", "[4bit][quantize]" FN_4BIT_QUANTIZE,
                    float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{256}}) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
-                const auto x = threshold_edges<T>(q, bs);
-                check_against_ref(q, x, bs);
-                std::vector<uint8_t> packed;
-                std::vector<float> absmax;
-                backend_quantize(q, x, bs, &packed, &absmax);
-                check_block_rules(q, x, bs, packed, absmax);
-            }
-        }
-    }
+    for_each_format<T>({32, 64, 256}, [](QuantType q, int64_t bs) {
+        check_quantize(q, threshold_edges<T>(q, bs), bs);
+    });
     if constexpr (std::is_same_v<T, float>) {
         // A value exactly on an NF4 threshold goes to the lower index; one ulp above to the upper.
         std::vector<float> x(64, 0.0f);
@@ -275,61 +260,51 @@ TEMPLATE_TEST_CASE("4bit quantize: large odd n across thread boundaries", "[4bit
     using T = TestType;
     const int64_t n = (int64_t{3} << 20) + 7;
     const auto x = weights<T>(static_cast<size_t>(n), 5);
-    for (QuantType q : {QuantType::NF4, QuantType::FP4})
-        for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{4096}})
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs << " n " << n) {
-                check_against_ref(q, x, bs);
-            }
+    auto sizes = [n](int64_t) { return std::vector<int64_t>{n}; };
+    for_each_format_and_size<T>({32, 64, 4096}, sizes, [&](QuantType q, int64_t bs, int64_t) {
+        check_against_ref(q, x, bs);
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit quantize: round trip error within half the largest table gap", "[4bit][quantize]"
                    FN_4BIT_QUANTIZE FN_4BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : kBlocksizes) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
-                const int64_t n = bs * 7 + 3;
-                const auto x = weights<T>(static_cast<size_t>(n), 77);
-                std::vector<uint8_t> packed;
-                std::vector<float> absmax;
-                backend_quantize(q, x, bs, &packed, &absmax);
-                const auto y = backend_dequantize<T>(q, packed, absmax, bs, n);
-                const double half_gap = max_gap(q) / 2.0;
-                for (int64_t i = 0; i < n; ++i) {
-                    const double xi = kbit::Elem<T>::load(x[i]), yi = kbit::Elem<T>::load(y[i]);
-                    const double a = absmax[i / bs];
-                    // half a gap of the normalised table, plus the roundings of y = x/absmax and of
-                    // the dequantized value to T
-                    const double bound = half_gap * a * (1 + 0x1.0p-20) + unit_roundoff<T>() * std::fabs(yi) +
-                                         tiny_step<T>();
-                    INFO("i " << i << " x " << xi << " y " << yi << " absmax " << a);
-                    REQUIRE(std::fabs(yi - xi) <= bound);
-                }
-            }
+    for_each_format<T>(kBlocksizes, [](QuantType q, int64_t bs) {
+        const int64_t n = bs * 7 + 3;
+        const auto x = weights<T>(static_cast<size_t>(n), 77);
+        std::vector<uint8_t> packed;
+        std::vector<float> absmax;
+        backend_quantize(q, x, bs, &packed, &absmax);
+        const auto y = backend_dequantize<T>(q, packed, absmax, bs, n);
+        const double half_gap = max_gap(q) / 2.0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double xi = kbit::Elem<T>::load(x[i]), yi = kbit::Elem<T>::load(y[i]);
+            const double a = absmax[i / bs];
+            // half a gap of the normalised table, plus the roundings of y = x/absmax and of
+            // the dequantized value to T
+            const double bound = half_gap * a * (1 + 0x1.0p-20) + unit_roundoff<T>() * std::fabs(yi) + tiny_step<T>();
+            INFO("i " << i << " x " << xi << " y " << yi << " absmax " << a);
+            REQUIRE(std::fabs(yi - xi) <= bound);
         }
-    }
+    });
 }
 
 TEMPLATE_TEST_CASE("4bit quantize: kbit_quantize_4bit equals the bitsandbytes-named functions", "[4bit][quantize]"
                    FN_4BIT_QUANTIZE "[fn:kbit_quantize_4bit]", float, kbit_half, kbit_bf16) {
     using T = TestType;
-    for (QuantType q : {QuantType::NF4, QuantType::FP4}) {
-        for (int64_t bs : {int64_t{64}, int64_t{2048}}) {
-            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) {
-                const int64_t n = bs * 9 + 5;
-                const auto x = weights<T>(static_cast<size_t>(n), 3);
-                std::vector<uint8_t> packed;
-                std::vector<float> absmax;
-                backend_quantize(q, x, bs, &packed, &absmax);
-                DeviceBuffer<T> dx(x);
-                DeviceBuffer<float> da(absmax.size());
-                DeviceBuffer<uint8_t> dq(packed.size());
-                require_ok(backend().fns_4bit.kbit_quantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dx.get(),
-                                                           da.get(), dq.get(), bs, n, nullptr),
-                           "kbit_quantize_4bit");
-                CHECK(first_bit_difference(da.download(), absmax) == -1);
-                CHECK(first_bit_difference(dq.download(), packed) == -1);
-            }
-        }
-    }
+    for_each_format<T>({64, 2048}, [](QuantType q, int64_t bs) {
+        const int64_t n = bs * 9 + 5;
+        const auto x = weights<T>(static_cast<size_t>(n), 3);
+        std::vector<uint8_t> packed;
+        std::vector<float> absmax;
+        backend_quantize(q, x, bs, &packed, &absmax);
+        DeviceBuffer<T> dx(x);
+        DeviceBuffer<float> da(absmax.size());
+        DeviceBuffer<uint8_t> dq(packed.size());
+        require_ok(backend().fns_4bit.kbit_quantize_4bit(static_cast<int32_t>(q), kbit::Elem<T>::dtype, dx.get(),
+                                                         da.get(), dq.get(), bs, n, nullptr),
+                   "kbit_quantize_4bit");
+        CHECK(first_bit_difference(da.download(), absmax) == -1);
+        CHECK(first_bit_difference(dq.download(), packed) == -1);
+    });
 }

@@ -17,9 +17,30 @@ namespace kbit_test {
 
 using kbit::QuantType;
 
-constexpr int64_t kBlocksizes[] = {32, 64, 128, 256, 512, 1024, 2048, 4096};
+inline const std::vector<int64_t> kBlocksizes = {32, 64, 128, 256, 512, 1024, 2048, 4096};
 
 inline const char* qt_name(QuantType q) { return q == QuantType::NF4 ? "nf4" : "fp4"; }
+
+// Runs body(q, bs) for NF4 and FP4 at each of `blocksizes`, each in a section of its own named
+// "<format> <T> blocksize <bs>".
+template <class T, class Body>
+void for_each_format(const std::vector<int64_t>& blocksizes, Body body) {
+    for (QuantType q : {QuantType::NF4, QuantType::FP4})
+        for (int64_t bs : blocksizes)
+            DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs) { body(q, bs); }
+}
+
+// Runs body(q, bs, n) for NF4 and FP4 at each of `blocksizes` and each n of sizes(bs), each in a
+// section of its own named "<format> <T> blocksize <bs> n <n>".
+template <class T, class Sizes, class Body>
+void for_each_format_and_size(const std::vector<int64_t>& blocksizes, Sizes sizes, Body body) {
+    for (QuantType q : {QuantType::NF4, QuantType::FP4})
+        for (int64_t bs : blocksizes)
+            for (int64_t n : sizes(bs))
+                DYNAMIC_SECTION(qt_name(q) << " " << kbit::Elem<T>::name << " blocksize " << bs << " n " << n) {
+                    body(q, bs, n);
+                }
+}
 
 // The bitsandbytes-named 4-bit functions of one element type.
 template <class T> struct Fns4;
