@@ -51,6 +51,13 @@ const char* const kCore[] = {
 static_assert(offsetof(kbit_4bit_table, cquantize_blockwise_fp32_fp4) == offsetof(kbit_core_table, kbit_backend_probe),
               "every table's functions start at the same offset");
 
+// Opens the fake `variant` in scenario s, which must open (the test stops otherwise); returns its backend.
+kbit_backend* open_ok(Scenario& s, const std::string& variant) {
+    const Opened o = s.open_fake(variant);
+    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+    return o.backend;
+}
+
 const kbit_loader_interface_record& iface(const Loader& l, kbit_backend* b, int32_t id) {
     return *l.api.kbit_loader_candidate_interface(l.api.kbit_loader_backend_candidate(b), id);
 }
@@ -58,10 +65,9 @@ const kbit_loader_interface_record& iface(const Loader& l, kbit_backend* b, int3
 }  // namespace
 
 TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its own functions", "[validation]") {
-    Opened o = open_fake("good");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
+    kbit_backend* const b = open_ok(*this, "good");
 
-    const kbit_loader_candidate* c = l.api.kbit_loader_backend_candidate(o.backend);
+    const kbit_loader_candidate* c = l.api.kbit_loader_backend_candidate(b);
     CHECK(c->size == sizeof(kbit_loader_candidate));
     CHECK(std::string(c->name) == "good");
     CHECK(std::string(c->path) == path);
@@ -75,7 +81,7 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
     const uint32_t loader_minors[] = {KBIT_CORE_VERSION_MINOR, KBIT_4BIT_VERSION_MINOR, KBIT_8BIT_VERSION_MINOR,
                                       KBIT_OPTIM8_VERSION_MINOR};
     for (int32_t i = 0; i < KBIT_INTERFACE_COUNT; ++i) {
-        const kbit_loader_interface_record& r = iface(l, o.backend, i);
+        const kbit_loader_interface_record& r = iface(l, b, i);
         INFO(l.api.kbit_loader_interface_name(i));
         CHECK(r.size == sizeof(kbit_loader_interface_record));
         CHECK(r.interface_id == i);
@@ -90,10 +96,10 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
     CHECK(l.api.kbit_loader_candidate_interface(c, KBIT_INTERFACE_COUNT) == nullptr);
     CHECK(l.api.kbit_loader_candidate_interface(c, -1) == nullptr);
 
-    const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
-    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(o.backend);
-    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(o.backend);
-    const kbit_optim8_table* o8 = l.api.kbit_loader_optim8_table(o.backend);
+    const kbit_core_table* core = l.api.kbit_loader_core_table(b);
+    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
+    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(b);
+    const kbit_optim8_table* o8 = l.api.kbit_loader_optim8_table(b);
     REQUIRE(core != nullptr);
     REQUIRE(t4 != nullptr);
     REQUIRE(t8 != nullptr);
@@ -116,41 +122,39 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
     CHECK(call_with_zeros(t4->cquantize_blockwise_fp32_nf4) == KBIT_STATUS_SUCCESS);
     CHECK(std::string(fc.last_call()) == "cquantize_blockwise_fp32_nf4");
     CHECK(std::string(core->kbit_backend_name()) == "good");
-    CHECK(l.api.kbit_loader_close(o.backend) == KBIT_STATUS_SUCCESS);
+    CHECK(l.api.kbit_loader_close(b) == KBIT_STATUS_SUCCESS);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: a core-only backend is valid for the core interface", "[validation]") {
-    Opened o = open_fake("coreonly");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    CHECK(l.api.kbit_loader_core_table(o.backend) != nullptr);
-    CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).state == KBIT_INTERFACE_ABSENT);
-    CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).version == 0);
-    CHECK(l.api.kbit_loader_4bit_table(o.backend) == nullptr);
+    kbit_backend* const b = open_ok(*this, "coreonly");
+    CHECK(l.api.kbit_loader_core_table(b) != nullptr);
+    CHECK(iface(l, b, KBIT_INTERFACE_4BIT).state == KBIT_INTERFACE_ABSENT);
+    CHECK(iface(l, b, KBIT_INTERFACE_4BIT).version == 0);
+    CHECK(l.api.kbit_loader_4bit_table(b) == nullptr);
     CHECK(l.last_error() == "kbit_loader_4bit_table: backend coreonly (" + path + ") does not export the 4bit interface");
-    CHECK(l.api.kbit_loader_8bit_table(o.backend) == nullptr);
+    CHECK(l.api.kbit_loader_8bit_table(b) == nullptr);
     CHECK(l.last_error() == "kbit_loader_8bit_table: backend coreonly (" + path + ") does not export the 8bit interface");
-    CHECK(l.api.kbit_loader_optim8_table(o.backend) == nullptr);
+    CHECK(l.api.kbit_loader_optim8_table(b) == nullptr);
     CHECK(l.last_error() ==
           "kbit_loader_optim8_table: backend coreonly (" + path + ") does not export the optim8 interface");
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: an interface of another major is rejected, the rest stays usable",
                  "[validation]") {
-    Opened o = open_fake("major2");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
+    kbit_backend* const b = open_ok(*this, "major2");
+    const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
     const std::string why = path + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.0)";
     CHECK(r4.state == KBIT_INTERFACE_REJECTED);
     CHECK(r4.version == KBIT_MAKE_VERSION(2, 0));
     CHECK(std::string(r4.message) == why);
-    CHECK(l.api.kbit_loader_4bit_table(o.backend) == nullptr);
+    CHECK(l.api.kbit_loader_4bit_table(b) == nullptr);
     CHECK(l.last_error() == "kbit_loader_4bit_table: " + why);
-    CHECK(iface(l, o.backend, KBIT_INTERFACE_8BIT).state == KBIT_INTERFACE_ACCEPTED);
-    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(o.backend);
+    CHECK(iface(l, b, KBIT_INTERFACE_8BIT).state == KBIT_INTERFACE_ACCEPTED);
+    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(b);
     REQUIRE(t8 != nullptr);
     CHECK(call_with_zeros(t8->cint8_vector_quant) == KBIT_STATUS_SUCCESS);
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: a core interface of another major rejects the file", "[validation]") {
@@ -163,33 +167,31 @@ TEST_CASE_METHOD(Scenario, "validation: a core interface of another major reject
 
 TEST_CASE_METHOD(Scenario, "validation: a newer minor is accepted with every function the loader knows",
                  "[validation]") {
-    Opened o = open_fake("newminor");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
+    kbit_backend* const b = open_ok(*this, "newminor");
+    const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
     CHECK(r4.version == KBIT_MAKE_VERSION(1, 7));
     CHECK(r4.missing_count == 0);
     CHECK(r4.newer_count == 0);
-    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(o.backend);
+    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
     REQUIRE(t4 != nullptr);
     CHECK(t4->version == KBIT_MAKE_VERSION(1, 7));
     CHECK(t4->size == sizeof(kbit_4bit_table));
     FakeControls fc(path);
     check_table_is_fakes(t4, fc.handle, k4bit, std::size(k4bit));
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: missing functions become stubs that name themselves and the backend",
                  "[validation]") {
-    Opened o = open_fake("missingfn");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
+    kbit_backend* const b = open_ok(*this, "missingfn");
+    const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
     CHECK(r4.missing_count == 2);
     CHECK(std::string(r4.message) ==
           "2 functions of 4bit 1.0 missing (now stubs): cdequantize_blockwise_fp32_nf4, kbit_dequantize_4bit");
-    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(o.backend);
-    const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
+    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
+    const kbit_core_table* core = l.api.kbit_loader_core_table(b);
     REQUIRE(t4 != nullptr);
     FakeControls fc(path);
     CHECK(reinterpret_cast<void*>(t4->cdequantize_blockwise_fp32_nf4) != nullptr);
@@ -212,32 +214,30 @@ TEST_CASE_METHOD(Scenario, "validation: missing functions become stubs that name
     fc.set_result(KBIT_STATUS_DEVICE_ERROR);
     CHECK(call_with_zeros(t4->cgemm_4bit_fp16) == KBIT_STATUS_DEVICE_ERROR);
     CHECK(std::string(core->kbit_last_error_message()) == "cgemm_4bit_fp16: fake missingfn failure (status 2)");
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: a missing pointer-returning function becomes a stub returning NULL",
                  "[validation]") {
-    Opened o = open_fake("missingptr");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(o.backend);
+    kbit_backend* const b = open_ok(*this, "missingptr");
+    const kbit_8bit_table* t8 = l.api.kbit_loader_8bit_table(b);
     REQUIRE(t8 != nullptr);
     CHECK(t8->get_context() == nullptr);
     CHECK(l.last_error() == "get_context: not implemented by backend missingptr (" + path + ")");
-    CHECK(std::string(iface(l, o.backend, KBIT_INTERFACE_8BIT).message) ==
+    CHECK(std::string(iface(l, b, KBIT_INTERFACE_8BIT).message) ==
           "1 function of 8bit 1.0 missing (now stubs): get_context");
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: missing core identity functions fall back to the loader's", "[validation]") {
-    Opened o = open_fake("noinfo");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_core_table* core = l.api.kbit_loader_core_table(o.backend);
+    kbit_backend* const b = open_ok(*this, "noinfo");
+    const kbit_core_table* core = l.api.kbit_loader_core_table(b);
     CHECK(std::string(core->kbit_backend_info()) == "backend noinfo (" + path + ") does not implement kbit_backend_info()");
     CHECK(std::string(core->kbit_last_error_message()).empty());
-    CHECK(iface(l, o.backend, KBIT_INTERFACE_CORE).missing_count == 2);
-    CHECK(std::string(iface(l, o.backend, KBIT_INTERFACE_CORE).message) ==
+    CHECK(iface(l, b, KBIT_INTERFACE_CORE).missing_count == 2);
+    CHECK(std::string(iface(l, b, KBIT_INTERFACE_CORE).message) ==
           "2 functions of core 1.0 missing (now stubs): kbit_backend_info, kbit_last_error_message");
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: rejected files and the stage and reason of each", "[validation]") {
@@ -314,17 +314,16 @@ TEST_CASE_METHOD(Scenario, "validation: a kbit loader is not a backend", "[valid
 TEST_CASE_METHOD(Scenario, "validation: only symbols the backend file defines count", "[validation]") {
     // deplinked links libkbit.so, which exports cquantize_blockwise_fp32_nf4 as a trampoline; the
     // fake itself lacks it. The loader must stub it instead of taking the dependency's symbol.
-    Opened o = open_fake("deplinked");
-    REQUIRE(o.status == KBIT_STATUS_SUCCESS);
-    const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
+    kbit_backend* const b = open_ok(*this, "deplinked");
+    const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
     CHECK(r4.missing_count == 1);
     CHECK_THAT(std::string(r4.message),
                Catch::StartsWith("1 function of 4bit 1.0 missing (now stubs): cquantize_blockwise_fp32_nf4 (defined only by ") &&
                    Catch::EndsWith("/libkbit.so)"));
-    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(o.backend);
+    const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
     CHECK(call_with_zeros(t4->cquantize_blockwise_fp32_nf4) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "cquantize_blockwise_fp32_nf4: not implemented by backend deplinked (" + path + ")");
-    l.api.kbit_loader_close(o.backend);
+    l.api.kbit_loader_close(b);
 }
 
 TEST_CASE_METHOD(Scenario, "validation: bad arguments of the loader API", "[validation]") {
