@@ -273,16 +273,27 @@ def test_state_dict_round_trip(rng):
     assert np.array_equal(p1, p2) and o3.state[0]["step"] == 4
 
 
+# Constructor arguments each optimizer refuses: (exception, message pattern, the call on a parameter p).
+CONSTRUCTOR_ERRORS = [
+    (NotImplementedError, "SGD without momentum", lambda p: optim.SGD([p], lr=0.1)),
+    (ValueError, "optim_bits must be 8 or 32", lambda p: optim.Adam([p], optim_bits=16)),
+    (TypeError, "parameter 0 has dtype float64", lambda p: optim.Adam([np.zeros(4)])),
+    (ValueError, "parameter 0 must be C-contiguous", lambda p: optim.Adam([np.zeros((8, 8), np.float32).T])),
+    (NotImplementedError, "update-norm clipping .* needs 32-bit state", lambda p: optim.LAMB([p], optim_bits=8)),
+    (NotImplementedError, "LARS without momentum", lambda p: optim.LARS([p], lr=0.1)),
+    (NotImplementedError, "always bias-corrects", lambda p: optim.LAMB([p], adam_w_mode=False)),
+    (ValueError, "max_unorm must be >= 0", lambda p: optim.LAMB([p], max_unorm=-1.0)),
+]
+
+
+@pytest.mark.parametrize("exc,match,construct", CONSTRUCTOR_ERRORS, ids=[m for _, m, _ in CONSTRUCTOR_ERRORS])
+def test_constructor_errors(exc, match, construct):
+    with pytest.raises(exc, match=match):
+        construct(np.zeros(64, np.float32))
+
+
 def test_optimizer_errors(rng):
     p = np.zeros(64, np.float32)
-    with pytest.raises(NotImplementedError, match="SGD without momentum"):
-        optim.SGD([p], lr=0.1)
-    with pytest.raises(ValueError, match="optim_bits must be 8 or 32"):
-        optim.Adam([p], optim_bits=16)
-    with pytest.raises(TypeError, match="parameter 0 has dtype float64"):
-        optim.Adam([np.zeros(4)])
-    with pytest.raises(ValueError, match="parameter 0 must be C-contiguous"):
-        optim.Adam([np.zeros((8, 8), np.float32).T])
     opt = optim.Adam([p])
     with pytest.raises(ValueError, match=r"Adam.step: 2 gradients for 1 parameters"):
         opt.step([p, p])
@@ -350,18 +361,6 @@ def test_lamb_without_clipping_is_adam(rng):
         a.step([g])
         b.step([g])
     assert np.array_equal(p1, p2)
-
-
-def test_lamb_lars_errors():
-    p = np.zeros(64, np.float32)
-    with pytest.raises(NotImplementedError, match="update-norm clipping .* needs 32-bit state"):
-        optim.LAMB([p], optim_bits=8)
-    with pytest.raises(NotImplementedError, match="LARS without momentum"):
-        optim.LARS([p], lr=0.1)
-    with pytest.raises(NotImplementedError, match="always bias-corrects"):
-        optim.LAMB([p], adam_w_mode=False)
-    with pytest.raises(ValueError, match="max_unorm must be >= 0"):
-        optim.LAMB([p], max_unorm=-1.0)
 
 
 @pytest.mark.parametrize("paged,plain", [(optim.PagedAdamW8bit, optim.AdamW8bit), (optim.PagedAdamW, optim.AdamW),
