@@ -159,9 +159,21 @@ def make_grads(rng, params):
     return [(rng.standard_normal(p.shape) * 0.01).astype(p.dtype) for p in params]
 
 
-def mutate_state_entry(fdp, sd, log):
-    states = sd.get("state")
-    if not isinstance(states, dict) or not states:
+def on_part(key, kind):
+    """A mutation of one part of the state dict, sd[key]: called with that part where it is a `kind`,
+    skipped (nothing consumed) otherwise."""
+    def wrap(mutate):
+        def run(fdp, sd, log):
+            part = sd.get(key)
+            if isinstance(part, kind):
+                mutate(fdp, part, log)
+        return run
+    return wrap
+
+
+@on_part("state", dict)
+def mutate_state_entry(fdp, states, log):
+    if not states:
         return
     i = pick(fdp, list(states))
     st = states[i]
@@ -195,10 +207,8 @@ def mutate_state_entry(fdp, sd, log):
     log.append(f"state[{i!r}][{key!r}]={describe(value)}")
 
 
-def mutate_state_keys(fdp, sd, log):
-    states = sd.get("state")
-    if not isinstance(states, dict):
-        return
+@on_part("state", dict)
+def mutate_state_keys(fdp, states, log):
     how = fdp.ConsumeIntInRange(0, 3)
     if how == 0 and states:  # move an entry to another key
         old = pick(fdp, list(states))
@@ -230,10 +240,8 @@ def mutate_state_keys(fdp, sd, log):
         log.append(f"state[{new!r}]={describe(value)}")
 
 
-def mutate_groups(fdp, sd, log):
-    groups = sd.get("param_groups")
-    if not isinstance(groups, list):
-        return
+@on_part("param_groups", list)
+def mutate_groups(fdp, groups, log):
     how = fdp.ConsumeIntInRange(0, 3)
     if how == 0 and groups:
         g = pick(fdp, groups)
