@@ -1,6 +1,8 @@
 /* C99 check of the public headers against the ABI lists: takes the address of every function of the
- * interfaces named by KBIT_TEST_<IFACE> macros through a pointer typed from abi/kbit_<iface>.def, so
- * a header/list mismatch fails to compile (-Werror) and a missing export fails to link. */
+ * interfaces of one backend through a pointer typed from abi/kbit_<iface>.def, so a header/list
+ * mismatch fails to compile (-Werror) and a missing export fails to link. The interfaces come from
+ * kbit_test_interfaces.h, which tests/CMakeLists.txt writes per backend: for each interface
+ * KBIT_IFACE(<its version function>) and the #include of its list. */
 #include <stdio.h>
 
 #include "kbit/kbit.h"
@@ -10,47 +12,22 @@
 
 typedef void (*any_fn)(void);
 
+#define KBIT_IFACE(version)
 #define KBIT_FN(minor, ret, name, params, args, variant) static ret(*const p_##name) params = &name;
-#include "kbit_core.def"
-#ifdef KBIT_TEST_4BIT
-#include "kbit_4bit.def"
-#endif
-#ifdef KBIT_TEST_8BIT
-#include "kbit_8bit.def"
-#endif
-#ifdef KBIT_TEST_OPTIM8
-#include "kbit_optim8.def"
-#endif
-#ifdef KBIT_TEST_BNB_CPU
-#include "kbit_bnb_cpu.def"
-#endif
+#include "kbit_test_interfaces.h"
 #undef KBIT_FN
+#undef KBIT_IFACE
 
+#define KBIT_IFACE(version) {#version, (any_fn)&version},
 #define KBIT_FN(minor, ret, name, params, args, variant) {#name, (any_fn)p_##name},
 static const struct {
     const char* name;
     any_fn fn;
 } functions[] = {
-    {"kbit_core_interface_version", (any_fn)&kbit_core_interface_version},
-#include "kbit_core.def"
-#ifdef KBIT_TEST_4BIT
-    {"kbit_4bit_interface_version", (any_fn)&kbit_4bit_interface_version},
-#include "kbit_4bit.def"
-#endif
-#ifdef KBIT_TEST_8BIT
-    {"kbit_8bit_interface_version", (any_fn)&kbit_8bit_interface_version},
-#include "kbit_8bit.def"
-#endif
-#ifdef KBIT_TEST_OPTIM8
-    {"kbit_optim8_interface_version", (any_fn)&kbit_optim8_interface_version},
-#include "kbit_optim8.def"
-#endif
-#ifdef KBIT_TEST_BNB_CPU
-    {"kbit_bnb_cpu_interface_version", (any_fn)&kbit_bnb_cpu_interface_version},
-#include "kbit_bnb_cpu.def"
-#endif
+#include "kbit_test_interfaces.h"
 };
 #undef KBIT_FN
+#undef KBIT_IFACE
 
 int main(void) {
     size_t i, count = sizeof functions / sizeof functions[0];
