@@ -70,14 +70,14 @@ AVX2 __m256 y(float x) { return _mm256_set1_ps(x); }
 
 // The throughput probes, one line each: function, row label, ISA (Avx2, Avx512 or Avx512Vbmi), lanes
 // per instruction (32-bit lanes; bytes for the byte shuffles) and the instruction's text before its
-// destination. Operands: %8 = b, %9 = c, the destination last (AT&T order).
+// destination. Operands: %8 = b, %9 = c, the destination last (AT&T order). KBIT_UARCH_BOTH_WIDTHS
+// makes the two rows of one instruction text, zmm (AVX-512) then ymm (AVX2, half the lanes).
+#define KBIT_UARCH_BOTH_WIDTHS(X, op, name, zmm_lanes, text) \
+    X(op##_zmm, name " zmm", Avx512, zmm_lanes, text) X(op##_ymm, name " ymm", Avx2, (zmm_lanes) / 2, text)
 #define KBIT_UARCH_THROUGHPUT_PROBES(X)                                                     \
-    X(fma_zmm, "vfmadd213ps zmm", Avx512, 16, "vfmadd213ps %9, %8, ")                       \
-    X(fma_ymm, "vfmadd213ps ymm", Avx2, 8, "vfmadd213ps %9, %8, ")                          \
-    X(div_zmm, "vdivps zmm", Avx512, 16, "vdivps %8, %8, ") /* b / b: the common case */    \
-    X(div_ymm, "vdivps ymm", Avx2, 8, "vdivps %8, %8, ")                                    \
-    X(sqrt_zmm, "vsqrtps zmm", Avx512, 16, "vsqrtps %8, ")                                  \
-    X(sqrt_ymm, "vsqrtps ymm", Avx2, 8, "vsqrtps %8, ")                                     \
+    KBIT_UARCH_BOTH_WIDTHS(X, fma, "vfmadd213ps", 16, "vfmadd213ps %9, %8, ")               \
+    KBIT_UARCH_BOTH_WIDTHS(X, div, "vdivps", 16, "vdivps %8, %8, ") /* b / b: the common case */ \
+    KBIT_UARCH_BOTH_WIDTHS(X, sqrt, "vsqrtps", 16, "vsqrtps %8, ")                          \
     X(permps_zmm, "vpermps zmm", Avx512, 16, "vpermps %8, %9, ")                            \
     X(permi2ps_zmm, "vpermi2ps zmm", Avx512, 16, "vpermi2ps %8, %9, ")                      \
     X(pshufb_zmm, "vpshufb zmm", Avx512, 64, "vpshufb %8, %9, ")                            \
