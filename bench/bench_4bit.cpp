@@ -17,20 +17,14 @@
 
 #include "harness.h"
 #include "kbit/kbit_4bit.h"
-#ifdef KBIT_BENCH_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #ifdef KBIT_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 #include "kbit/kbit_bnb_cpu.h"
 #include "kbit_half.h"
 
+namespace kbit_bench {
 namespace {
-
-using kbit_bench::measure;
-using kbit_bench::options;
-using kbit_bench::selected;
 
 struct Shape {
     std::string name;
@@ -42,21 +36,6 @@ std::vector<Shape> tensor_shapes() {
     if (options().quick) return {{"1024x1024", 1024, 1024}};
     return {{"4096x4096", 4096, 4096}, {"4096x14336", 4096, 14336}, {"64M", 1, int64_t{64} << 20}};
 }
-
-template <class T>
-struct Buffer {
-    T* p = nullptr;
-    explicit Buffer(size_t n) {
-        p = static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64));
-        if (p == nullptr) {
-            std::fprintf(stderr, "bench_4bit: out of memory\n");
-            std::exit(1);
-        }
-    }
-    ~Buffer() { std::free(p); }
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-};
 
 template <class T>
 void fill(T* x, size_t n, unsigned seed) {
@@ -124,8 +103,8 @@ struct Weights {
         Buffer<float> w(n);
         kbit_bench::fill_normal(w.p, n, 7, 0.02f);
         for (int64_t i = 0; i < copies; ++i) {
-            packed.push_back(static_cast<uint8_t*>(std::aligned_alloc(64, (n / 2 + 63) / 64 * 64)));
-            absmax.push_back(static_cast<float*>(std::aligned_alloc(64, ((n / b) * 4 + 63) / 64 * 64)));
+            packed.push_back(static_cast<uint8_t*>(aligned_bytes(n / 2)));
+            absmax.push_back(static_cast<float*>(aligned_bytes((n / b) * 4)));
             check(kbit_quantize_4bit(KBIT_QUANT_NF4, KBIT_DTYPE_FP32, w.p, absmax[i], packed[i], b, n, nullptr),
                   "quantize weights");
         }
@@ -262,8 +241,8 @@ void bnb_gemv_cases(Weights& w, const std::string& shape) {
         return c % 2 == 0 ? byte >> 4 : byte & 0x0F;
     };
     for (int64_t i = 0; i < w.copies; ++i) {
-        auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (N * K / 2 + 63) / 64 * 64));
-        auto* sc = static_cast<kbit_bf16*>(std::aligned_alloc(64, (N * kb * 2 + 63) / 64 * 64));
+        auto* dst = static_cast<uint8_t*>(aligned_bytes(N * K / 2));
+        auto* sc = static_cast<kbit_bf16*>(aligned_bytes(N * kb * 2));
         for (int64_t nb = 0; nb < N / 32; ++nb)
             for (int64_t p = 0; p < K / 2; ++p)
                 for (int64_t b = 0; b < 32; ++b) {
@@ -447,3 +426,5 @@ KBIT_BENCH_SUITE(4bit) {
 #endif
     }
 }
+
+}  // namespace kbit_bench

@@ -17,18 +17,12 @@
 #include "kbit_dynamic_map.h"
 #include "kbit_half.h"
 
-#ifdef KBIT_BENCH_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #ifdef KBIT_BENCH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+namespace kbit_bench {
 namespace {
-
-using kbit_bench::measure;
-using kbit_bench::options;
-using kbit_bench::selected;
 
 // bitsandbytes' blockwise entry points of each dtype, and the dtype's name in the CSV.
 template <auto Quantize, auto Dequantize>
@@ -40,23 +34,6 @@ template <class T> struct Dtype;
 template <> struct Dtype<float> : Entries<cquantize_blockwise_fp32, cdequantize_blockwise_fp32> { static constexpr const char* name = "fp32"; };
 template <> struct Dtype<kbit_half> : Entries<cquantize_blockwise_fp16, cdequantize_blockwise_fp16> { static constexpr const char* name = "fp16"; };
 template <> struct Dtype<kbit_bf16> : Entries<cquantize_blockwise_bf16, cdequantize_blockwise_bf16> { static constexpr const char* name = "bf16"; };
-
-// 64-byte aligned like framework tensors (PyTorch's CPU allocator), so that kernels may stream.
-template <class T>
-struct Aligned {
-    T* p;
-    size_t n;
-    explicit Aligned(size_t count) : p(static_cast<T*>(std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64))), n(count) {
-        if (p == nullptr) std::exit(1);
-        std::memset(p, 0, count * sizeof(T));
-    }
-    ~Aligned() { std::free(p); }
-    Aligned(const Aligned&) = delete;
-    Aligned& operator=(const Aligned&) = delete;
-    T* data() { return p; }
-    size_t size() const { return n; }
-    T& operator[](size_t i) { return p[i]; }
-};
 
 void check(kbit_status s, const char* what) {
     if (s != KBIT_STATUS_SUCCESS) {
@@ -72,14 +49,14 @@ void blockwise_cases(const std::string& shape, int64_t n, int64_t blocksize) {
     const bool d_sel = selected("dequantize_blockwise_8bit", dt, shape);
     if (!q_sel && !d_sel) return;
     std::vector<float> code = kbit::dynamic_map(true);
-    Aligned<float> x(static_cast<size_t>(n));
+    Buffer<float> x(static_cast<size_t>(n));
     kbit_bench::fill_normal(x.data(), x.size(), 1);
-    Aligned<T> in(x.size());
+    Buffer<T> in(x.size());
     for (size_t i = 0; i < x.size(); ++i) in[i] = kbit::Elem<T>::store(x[i]);
     const int64_t blocks = (n + blocksize - 1) / blocksize;
-    Aligned<float> absmax(static_cast<size_t>(blocks));
-    Aligned<uint8_t> q(x.size());
-    Aligned<T> out(x.size());
+    Buffer<float> absmax(static_cast<size_t>(blocks));
+    Buffer<uint8_t> q(x.size());
+    Buffer<T> out(x.size());
     const double elems = static_cast<double>(n) * sizeof(T);
     const double codes = static_cast<double>(n) + 4.0 * static_cast<double>(blocks);
     const kbit_bench::Traffic quantized{elems, codes, 1}, dequantized{codes, elems, 2};
@@ -203,3 +180,5 @@ KBIT_BENCH_SUITE(8bit) {
     gemm_case(16, 4096, 14336);
     gemm_case(512, 4096, 4096);
 }
+
+}  // namespace kbit_bench

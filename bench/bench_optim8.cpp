@@ -12,23 +12,8 @@
 #include "kbit/kbit_optim8.h"
 #include "kbit_dynamic_map.h"
 
+namespace kbit_bench {
 namespace {
-
-using kbit_bench::measure;
-
-// Aligned host buffer of n elements of T.
-template <class T>
-struct Buffer {
-    explicit Buffer(size_t n) : n(n) {
-        data = static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64));
-        if (data == nullptr) std::abort();
-    }
-    ~Buffer() { std::free(data); }
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-    T* data;
-    size_t n;
-};
 
 // Weight-like values: 1M normal values tiled (generating 64M normals would dominate the run).
 void fill_values(float* x, size_t n, unsigned seed, float scale) {
@@ -57,12 +42,12 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
     Buffer<T> p(n), g(n);
     Buffer<uint8_t> s1(ademamix ? 2 * n : n), s2(n);
     Buffer<float> a1(ademamix ? 2 * blocks : blocks), a2(blocks);
-    fill_values(p.data, n, 1, 0.1f);
-    fill_values(g.data, n, 2, 0.01f);
-    std::memset(s1.data, 0, s1.n);
-    std::memset(s2.data, 0, s2.n);
-    std::memset(a1.data, 0, a1.n * sizeof(float));
-    std::memset(a2.data, 0, a2.n * sizeof(float));
+    fill_values(p.p, n, 1, 0.1f);
+    fill_values(g.p, n, 2, 0.01f);
+    std::memset(s1.p, 0, s1.n);
+    std::memset(s2.p, 0, s2.n);
+    std::memset(a1.p, 0, a1.n * sizeof(float));
+    std::memset(a2.p, 0, a2.n * sizeof(float));
     auto q1 = kbit::dynamic_map(true), q2 = kbit::dynamic_map(false);
     const double elem = sizeof(T), states = ademamix ? 3.0 : two_state ? 2.0 : 1.0;
     const double scales = (ademamix ? 3.0 : two_state ? 2.0 : 1.0) * 4.0 / 256.0;
@@ -73,8 +58,8 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
                                       2 + static_cast<int>(states), true};
     int step = 1;
     measure(kernel, dtype, shape, threads, traffic, [&] {
-        fn(p.data, g.data, s1.data, two_state ? s2.data : nullptr, 0.9f, 0.999f, 0.9999f, 5.0f, 1e-8f, step++,
-           1e-3f, q1.data(), two_state ? q2.data() : nullptr, a1.data, two_state ? a2.data : nullptr, 0.0f, 1.0f,
+        fn(p.p, g.p, s1.p, two_state ? s2.p : nullptr, 0.9f, 0.999f, 0.9999f, 5.0f, 1e-8f, step++,
+           1e-3f, q1.data(), two_state ? q2.data() : nullptr, a1.p, two_state ? a2.p : nullptr, 0.0f, 1.0f,
            false, static_cast<int>(n));
     });
     // What memory alone allows this traffic (8-bit Adam on fp32 parameters): its own zeroed states,
@@ -82,10 +67,10 @@ void bench_8bit(const char* kernel, const char* dtype, F fn, bool two_state, boo
     if constexpr (std::is_same_v<T, float>)
         if (two_state && !ademamix && n % 256 == 0) {
             Buffer<uint8_t> z1(n), z2(n);
-            std::memset(z1.data, 0, n);
-            std::memset(z2.data, 0, n);
+            std::memset(z1.p, 0, n);
+            std::memset(z2.p, 0, n);
             measure(kernel, dtype, shape, threads, traffic, [&] {
-                kbit_bench::adam8_pass(p.data, g.data, z1.data, z2.data, static_cast<long>(n));
+                kbit_bench::adam8_pass(p.p, g.p, z1.p, z2.p, static_cast<long>(n));
             }, "no work (the same traffic)");
         }
 }
@@ -94,15 +79,15 @@ void bench_adam32(size_t n, int threads) {
     const std::string shape = shape_of(n);
     if (!kbit_bench::selected("adam32", "fp32", shape)) return;
     Buffer<float> p(n), g(n), s1(n), s2(n);
-    fill_values(p.data, n, 1, 0.1f);
-    fill_values(g.data, n, 2, 0.01f);
-    std::memset(s1.data, 0, n * sizeof(float));
-    std::memset(s2.data, 0, n * sizeof(float));
+    fill_values(p.p, n, 1, 0.1f);
+    fill_values(g.p, n, 2, 0.01f);
+    std::memset(s1.p, 0, n * sizeof(float));
+    std::memset(s2.p, 0, n * sizeof(float));
     int step = 1;
     // p, g, s1, s2 read; p, s1, s2 written back in place.
     const kbit_bench::Traffic traffic{16.0 * static_cast<double>(n), 12.0 * static_cast<double>(n), 4, true};
     measure("adam32", "fp32", shape, threads, traffic, [&] {
-        cadam32bit_grad_fp32(g.data, p.data, s1.data, s2.data, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f,
+        cadam32bit_grad_fp32(g.p, p.p, s1.p, s2.p, nullptr, 0.0f, 0.0f, 0.9f, 0.999f, 0.0f, 0.0f, 1e-8f,
                              0.0f, step++, 1e-3f, 1.0f, false, static_cast<int>(n));
     });
 }
@@ -128,3 +113,5 @@ KBIT_BENCH_SUITE(optim8) {
         }
     }
 }
+
+}  // namespace kbit_bench

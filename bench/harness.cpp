@@ -2,9 +2,6 @@
 #include "probe_passes.h"
 
 #include <dlfcn.h>
-#ifdef KBIT_BENCH_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #include <immintrin.h>
 #include <omp.h>
 #include <unistd.h>
@@ -33,15 +30,6 @@ double median(std::vector<double> v) {
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-float* alloc_floats(size_t n) {
-    void* p = std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    if (p == nullptr) {
-        std::fprintf(stderr, "bench: out of memory\n");
-        std::exit(1);
-    }
-    return static_cast<float*>(p);
-}
-
 std::vector<int> parse_ints(const char* s) {
     std::vector<int> v;
     for (const char* p = s; *p;) {
@@ -56,6 +44,15 @@ std::vector<int> parse_ints(const char* s) {
 
 const Options& options() { return g_options; }
 
+void* aligned_bytes(size_t bytes) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) {
+        std::fprintf(stderr, "bench: out of memory\n");
+        std::exit(1);
+    }
+    return p;
+}
+
 size_t cold_bytes() {
     if (g_options.quick) return size_t{8} << 20;
     const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);  // 0 or -1 where unknown
@@ -64,8 +61,8 @@ size_t cold_bytes() {
 
 // n_ a multiple of 64 * kMaxStreams floats, so that every stream's slice is whole steps.
 Probes::Probes(size_t cold) : n_(cold / sizeof(float) / (64 * kMaxStreams) * (64 * kMaxStreams)) {
-    src_ = alloc_floats(n_);
-    dst_ = alloc_floats(n_);
+    src_ = static_cast<float*>(aligned_bytes(n_ * sizeof(float)));
+    dst_ = static_cast<float*>(aligned_bytes(n_ * sizeof(float)));
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < static_cast<long>(n_); ++i) {
         src_[i] = 1.0f;

@@ -12,9 +12,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
+
+#ifdef KBIT_BENCH_HAVE_OPENBLAS
+#include <cblas.h>  // the SGEMM rows beside the GEMMs, openblas_name()
+#endif
 
 namespace kbit_bench {
 
@@ -119,5 +124,24 @@ std::string openblas_name();
 
 // Fills a buffer with deterministic normally distributed values (weights-like).
 void fill_normal(float* x, size_t n, unsigned seed, float scale = 1.0f);
+
+// `bytes` of host memory (rounded up to whole 64-byte lines) at a 64-byte boundary, like framework
+// tensors (PyTorch's CPU allocator), so that kernels may stream; free() releases it. Exits when out of
+// memory.
+void* aligned_bytes(size_t bytes);
+
+// n elements of T in aligned_bytes(), uninitialised, freed with the buffer.
+template <class T>
+struct Buffer {
+    explicit Buffer(size_t count) : p(static_cast<T*>(aligned_bytes(count * sizeof(T)))), n(count) {}
+    ~Buffer() { std::free(p); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    T* data() const { return p; }
+    size_t size() const { return n; }
+    T& operator[](size_t i) const { return p[i]; }
+    T* const p;
+    const size_t n;
+};
 
 }  // namespace kbit_bench
