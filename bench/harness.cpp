@@ -77,25 +77,8 @@ Probes::~Probes() {
 
 namespace {
 
-struct Ymm {
-    using V = __m256;
-    static constexpr long kLanes = 8;
-    static V set1(float x) { return _mm256_set1_ps(x); }
-    static V load(const float* p) { return _mm256_load_ps(p); }
-    static V add(V a, V b) { return _mm256_add_ps(a, b); }
-    static float sum_lanes(V v) {
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, v);
-        float total = 0.0f;
-        for (float x : lanes) total += x;
-        return total;
-    }
-    template <bool kNonTemporal>
-    static void store(float* p, V v) {
-        if constexpr (kNonTemporal) _mm256_stream_ps(p, v);
-        else _mm256_store_ps(p, v);
-    }
-    static constexpr long kOutVector = 32;
+struct Ymm : Lanes<8, Ymm> {
+    static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
     template <int OutBytes>
     static void widen(const uint8_t* in, uint8_t* out) {
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));

@@ -3,8 +3,9 @@
 // internal linkage, so the two translation units' instances never merge: an AVX-512 instance
 // must not stand in for the AVX2 one on a CPU without AVX-512.
 //
-// W provides: V, kLanes, set1, load, add, sum_lanes, and store<kNonTemporal>. Array lengths are
-// multiples of 64 floats (4 x 16 lanes per step).
+// W provides: V, kLanes, set1, load, add, sum_lanes, store<kNonTemporal>, kOutVector and widen<OutBytes>;
+// Lanes<V, W> below gives all but widen from the vector type and W::stream, the non-temporal store. Array
+// lengths are multiples of 64 floats (4 x 16 lanes per step).
 #pragma once
 
 #include <immintrin.h>
@@ -17,6 +18,39 @@
 
 namespace kbit_bench {
 namespace {
+
+// The intrinsics' vector of N floats (a member typedef keeps its may_alias attribute, which a template
+// argument would drop).
+template <long N> struct FloatVector;
+template <> struct FloatVector<8> { using type = __m256; };
+template <> struct FloatVector<16> { using type = __m512; };
+
+// The lane operations of a vector of N floats for a W deriving from it, written with the compiler's
+// vector extensions as the intrinsics define them: aligned loads and stores, lane-wise addition, a
+// broadcast and a lane sum; W::stream(p, v) is W's non-temporal store.
+template <long N, class W>
+struct Lanes {
+    using V = typename FloatVector<N>::type;
+    static constexpr long kLanes = N;
+    static constexpr long kOutVector = sizeof(V);  // bytes of one vector widen() writes
+    static V set1(float x) {
+        V v{};
+        for (long i = 0; i < kLanes; ++i) v[i] = x;
+        return v;
+    }
+    static V load(const float* p) { return *reinterpret_cast<const V*>(p); }
+    static V add(V a, V b) { return a + b; }
+    static float sum_lanes(V v) {
+        float total = 0.0f;
+        for (long i = 0; i < kLanes; ++i) total += v[i];
+        return total;
+    }
+    template <bool kNonTemporal>
+    static void store(float* p, V v) {
+        if constexpr (kNonTemporal) W::stream(p, v);
+        else *reinterpret_cast<V*>(p) = v;
+    }
+};
 
 inline double probe_now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

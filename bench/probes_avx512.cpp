@@ -12,19 +12,8 @@
 namespace kbit_bench {
 namespace {
 
-struct Zmm {
-    using V = __m512;
-    static constexpr long kLanes = 16;
-    static V set1(float x) { return _mm512_set1_ps(x); }
-    static V load(const float* p) { return _mm512_load_ps(p); }
-    static V add(V a, V b) { return _mm512_add_ps(a, b); }
-    static float sum_lanes(V v) { return _mm512_reduce_add_ps(v); }
-    template <bool kNonTemporal>
-    static void store(float* p, V v) {
-        if constexpr (kNonTemporal) _mm512_stream_ps(p, v);
-        else _mm512_store_ps(p, v);
-    }
-    static constexpr long kOutVector = 64;
+struct Zmm : Lanes<16, Zmm> {
+    static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
     template <int OutBytes>
     static void widen(const uint8_t* in, uint8_t* out) {
         __m512i v;
