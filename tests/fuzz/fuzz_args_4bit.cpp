@@ -1,53 +1,11 @@
 // fuzz_args_4bit: every function of abi/kbit_4bit.def with fuzzed scalars and contract-sized buffers
-// (include/kbit/kbit_4bit.h); the checks are fuzz_harness.h's.
-#include "fuzz_harness.h"
+// (include/kbit/kbit_4bit.h); the checks are fuzz_harness.h's, the blockwise (de)quantizers
+// fuzz_blockwise.h's.
+#include "fuzz_blockwise.h"
 
 using namespace kfuzz;
 
 namespace {
-
-// The rules cquantize_blockwise_* and cdequantize_blockwise_* share: n < 0 and an unsupported blocksize
-// fail, so does a NULL buffer with n > 0; n == 0 with a valid blocksize succeeds without writing.
-void blockwise_rules(Call& c, int64_t bs, int64_t n, const void* A, const void* absmax, const void* out) {
-    c.must_fail(n < 0, "n < 0");
-    c.must_fail(!is_blocksize(bs), "unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize(bs));
-}
-
-// cquantize_blockwise_<dt>_<fmt>: code ignored, A n elements, absmax ceil(n / blocksize), out (n + 1) / 2.
-template <class T>
-void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned char*, int, int)) {
-    const int bs = c.i32("blocksize"), n = c.i32("n");
-    float* code = c.ignored<float>("code");
-    T* A = c.buf<T>("A", Role::In, n);
-    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
-    uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
-    blockwise_rules(c, bs, n, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(absmax, "absmax", A, "A");
-        c.maybe_overlap(out, "out", absmax, "absmax");
-    }
-    c.run([&] { return f(code, A, absmax, out, bs, n); });
-}
-
-// cdequantize_blockwise_<dt>_<fmt>: A (n + 1) / 2 bytes, absmax ceil(n / blocksize), out n elements.
-template <class T>
-void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, float*, T*, int, int, void*)) {
-    const int bs = c.i32("blocksize"), n = c.i32("n");
-    float* code = c.ignored<float>("code");
-    uint8_t* A = c.buf<uint8_t>("A", Role::In, ceil_div(n, 2));
-    float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
-    T* out = c.buf<T>("out", Role::Out, n);
-    void* stream = c.stream();
-    blockwise_rules(c, bs, n, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(out, "out", absmax, "absmax");
-    }
-    c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
-}
 
 // cgemm_4bit_inference_naive_<dt>: A k, B m * ldb bytes, absmax ceil(2 * ldb * m / blocksize),
 // datatype 16 floats, out m; n, lda, ldc unused.
@@ -103,55 +61,6 @@ void gemm(Call& c, kbit_status (*f)(const T*, const uint8_t*, const float*, cons
     });
 }
 
-bool valid_quant_type(int32_t q) { return q == KBIT_QUANT_FP4 || q == KBIT_QUANT_NF4; }
-
-// The rules kbit_quantize_4bit and kbit_dequantize_4bit share: a bad selector, n out of range and an
-// unsupported blocksize fail, so does a NULL buffer with n > 0; n == 0 with valid scalars succeeds
-// without writing.
-void kbit_4bit_rules(Call& c, int32_t qt, int32_t dtype, int64_t bs, int64_t n, const void* A, const void* absmax,
-                     const void* out) {
-    const bool bad = !valid_quant_type(qt) || !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize(bs);
-    c.must_fail(bad, "bad selector, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
-}
-
-// kbit_quantize_4bit: A n elements of dtype, absmax ceil(n / blocksize), out (n + 1) / 2.
-void quantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const void*, float*, uint8_t*, int64_t, int64_t,
-                                             void*)) {
-    const int32_t qt = c.selector("quant_type", {KBIT_QUANT_FP4, KBIT_QUANT_NF4});
-    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
-    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
-    const void* A = dtype_buf(c, "A", Role::In, dtype, n);
-    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
-    uint8_t* out = c.buf<uint8_t>("out", Role::Out, ceil_div(n, 2));
-    void* stream = c.stream();
-    kbit_4bit_rules(c, qt, dtype, bs, n, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(absmax, "absmax", A, "A");
-    }
-    c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
-}
-
-// kbit_dequantize_4bit: A (n + 1) / 2 bytes, absmax ceil(n / blocksize), out n elements of dtype.
-void dequantize_4bit(Call& c, kbit_status (*f)(int32_t, int32_t, const uint8_t*, const float*, void*, int64_t,
-                                               int64_t, void*)) {
-    const int32_t qt = c.selector("quant_type", {KBIT_QUANT_FP4, KBIT_QUANT_NF4});
-    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
-    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
-    const uint8_t* A = c.buf<uint8_t>("A", Role::In, ceil_div(n, 2));
-    const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
-    void* out = dtype_buf(c, "out", Role::Out, dtype, n);
-    void* stream = c.stream();
-    kbit_4bit_rules(c, qt, dtype, bs, n, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(out, "out", absmax, "absmax");
-    }
-    c.run([&] { return f(qt, dtype, A, absmax, out, bs, n, stream); });
-}
-
 // kbit_nested_absmax_quantize: absmax `blocks`, code 256, qabsmax `blocks`, nested_absmax
 // ceil(blocks / nested_blocksize), offset 1.
 void nested_quantize(Call& c, kbit_status (*f)(const float*, const float*, uint8_t*, float*, float*, int64_t,
@@ -194,6 +103,15 @@ bool torchao_bad(int64_t n, int64_t bs, int64_t sbs) {
     return n % bs != 0 || (n / bs) % sbs != 0;
 }
 
+// The rules both torchao functions follow: sizes torchao rejects fail, so does a NULL buffer (of
+// `bufs`) with n > 0; n == 0 with valid sizes succeeds without writing.
+void torchao_rules(Call& c, int64_t n, int64_t bs, int64_t sbs, std::initializer_list<const void*> bufs) {
+    const bool bad = torchao_bad(n, bs, sbs);
+    c.must_fail(bad, "sizes torchao rejects");
+    c.must_fail(n > 0 && std::find(bufs.begin(), bufs.end(), nullptr) != bufs.end(), "NULL buffer with n > 0");
+    c.must_succeed_untouched(!bad && n == 0);
+}
+
 // kbit_quantize_nf4_torchao_<dt>: w n, quantized_data n / 2, quantized_scalers n / block_size,
 // quantization_factor n / block_size / scaler_block_size, scaler_mean 1.
 template <class T>
@@ -206,10 +124,7 @@ void torchao_quantize(Call& c, kbit_status (*f)(const T*, uint8_t*, int8_t*, T*,
     T* qf = c.buf<T>("quantization_factor", Role::Out, Sz(n) / bs / sbs);
     T* mean = c.buf<T>("scaler_mean", Role::Out, 1);
     void* stream = c.stream();
-    const bool bad = torchao_bad(n, bs, sbs);
-    c.must_fail(bad, "sizes torchao rejects");
-    c.must_fail(n > 0 && (!w || !qd || !qs || !qf || !mean), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    torchao_rules(c, n, bs, sbs, {w, qd, qs, qf, mean});
     c.run([&] { return f(w, qd, qs, qf, mean, n, bs, sbs, stream); });
 }
 
@@ -224,29 +139,14 @@ void torchao_dequantize(Call& c, kbit_status (*f)(const uint8_t*, const int8_t*,
     const T* mean = c.buf<T>("scaler_mean", Role::In, 1);
     T* out = c.buf<T>("out", Role::Out, n);
     void* stream = c.stream();
-    const bool bad = torchao_bad(n, bs, sbs);
-    c.must_fail(bad, "sizes torchao rejects");
-    c.must_fail(n > 0 && (!qd || !qs || !qf || !mean || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
+    torchao_rules(c, n, bs, sbs, {qd, qs, qf, mean, out});
     c.run([&] { return f(qd, qs, qf, mean, out, n, bs, sbs, stream); });
 }
 
 Handler resolve(const Fn& fn) {
+    if (Handler h = resolve_blockwise<4>(fn)) return h;
     const std::string name = fn.name;
-    // "<prefix><dt>" and "<prefix><dt>_<fmt>" names.
     auto after = [&](const char* prefix) { return name.substr(std::strlen(prefix)); };
-    auto dt_of = [](const std::string& rest) { return rest.substr(0, rest.find('_')); };
-    if (starts_with(name, "cquantize_blockwise_"))
-        return by_dtype(dt_of(after("cquantize_blockwise_")), [&](auto t) {
-            using T = decltype(t);
-            return bind<kbit_status (*)(float*, T*, float*, unsigned char*, int, int)>(fn, quantize_blockwise<T>);
-        });
-    if (starts_with(name, "cdequantize_blockwise_"))
-        return by_dtype(dt_of(after("cdequantize_blockwise_")), [&](auto t) {
-            using T = decltype(t);
-            return bind<kbit_status (*)(float*, unsigned char*, float*, T*, int, int, void*)>(
-                fn, dequantize_blockwise<T>);
-        });
     if (starts_with(name, "cgemm_4bit_inference_naive_"))
         return by_dtype(after("cgemm_4bit_inference_naive_"), [&](auto t) {
             using T = decltype(t);
@@ -259,10 +159,6 @@ Handler resolve(const Fn& fn) {
             return bind<kbit_status (*)(const T*, const uint8_t*, const float*, const uint8_t*, const float*,
                                         const float*, T*, const T*, int, int, int, int, int, void*)>(fn, gemm<T>);
         });
-    if (name == "kbit_quantize_4bit")
-        return bind<decltype(&kbit_quantize_4bit)>(fn, quantize_4bit);
-    if (name == "kbit_dequantize_4bit")
-        return bind<decltype(&kbit_dequantize_4bit)>(fn, dequantize_4bit);
     if (name == "kbit_nested_absmax_quantize")
         return bind<decltype(&kbit_nested_absmax_quantize)>(fn, nested_quantize);
     if (name == "kbit_nested_absmax_dequantize")

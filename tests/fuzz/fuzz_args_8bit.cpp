@@ -1,102 +1,13 @@
 // fuzz_args_8bit: every function of abi/kbit_8bit.def with fuzzed scalars and contract-sized buffers
-// (include/kbit/kbit_8bit.h); the checks are fuzz_harness.h's.
-#include "fuzz_harness.h"
+// (include/kbit/kbit_8bit.h); the checks are fuzz_harness.h's, the blockwise (de)quantizers
+// fuzz_blockwise.h's.
+#include "fuzz_blockwise.h"
 
 using namespace kfuzz;
 
 namespace {
 
 bool bad_threshold(float t) { return !(t >= 0.0f); }  // negative or NaN
-
-// The rules cquantize_blockwise_<dt> and cdequantize_blockwise_<dt> share: n < 0 and an unsupported
-// blocksize fail, so does a NULL buffer with n > 0; n == 0 with a valid blocksize succeeds without
-// writing.
-void blockwise_rules(Call& c, int64_t bs, int64_t n, const void* code, const void* A, const void* absmax,
-                     const void* out) {
-    c.must_fail(n < 0 || !is_blocksize_8bit(bs), "n < 0 or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(n == 0 && is_blocksize_8bit(bs));
-}
-
-// cquantize_blockwise_<dt>: code 256 (any floats), A n, absmax ceil(n / blocksize), out n.
-template <class T>
-void quantize_blockwise(Call& c, kbit_status (*f)(float*, T*, float*, unsigned char*, int, int)) {
-    const int bs = c.i32("blocksize"), n = c.i32("n");
-    float* code = c.buf<float>("code", Role::In, 256);
-    T* A = c.buf<T>("A", Role::In, n);
-    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
-    uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
-    blockwise_rules(c, bs, n, code, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(absmax, "absmax", A, "A");
-        c.maybe_overlap(out, "out", code, "code");
-        c.maybe_overlap(absmax, "absmax", code, "code");
-    }
-    c.run([&] { return f(code, A, absmax, out, bs, n); });
-}
-
-// cdequantize_blockwise_<dt>: code 256, A n codes, absmax ceil(n / blocksize), out n.
-template <class T>
-void dequantize_blockwise(Call& c, kbit_status (*f)(float*, unsigned char*, float*, T*, int, int, void*)) {
-    const int bs = c.i32("blocksize"), n = c.i32("n");
-    float* code = c.buf<float>("code", Role::In, 256);
-    uint8_t* A = c.buf<uint8_t>("A", Role::In, n);
-    float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
-    T* out = c.buf<T>("out", Role::Out, n);
-    void* stream = c.stream();
-    blockwise_rules(c, bs, n, code, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(out, "out", absmax, "absmax");
-        c.maybe_overlap(out, "out", code, "code");
-    }
-    c.run([&] { return f(code, A, absmax, out, bs, n, stream); });
-}
-
-// The rules kbit_quantize_blockwise_8bit and kbit_dequantize_blockwise_8bit share: a bad dtype, n out of
-// range and an unsupported blocksize fail, so does a NULL buffer with n > 0; n == 0 with valid scalars
-// succeeds without writing.
-void kbit_8bit_rules(Call& c, int32_t dtype, int64_t bs, int64_t n, const void* code, const void* A,
-                     const void* absmax, const void* out) {
-    const bool bad = !valid_dtype(dtype) || n < 0 || n > kMaxElements || !is_blocksize_8bit(bs);
-    c.must_fail(bad, "bad dtype, n out of range or unsupported blocksize");
-    c.must_fail(n > 0 && (!code || !A || !absmax || !out), "NULL buffer with n > 0");
-    c.must_succeed_untouched(!bad && n == 0);
-}
-
-// kbit_quantize_blockwise_8bit / kbit_dequantize_blockwise_8bit: as above with a dtype and int64 sizes.
-void quantize_8bit(Call& c, decltype(&kbit_quantize_blockwise_8bit) f) {
-    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
-    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
-    const float* code = c.buf<float>("code", Role::In, 256);
-    const void* A = dtype_buf(c, "A", Role::In, dtype, n);
-    float* absmax = c.buf<float>("absmax", Role::Out, ceil_div(n, bs));
-    uint8_t* out = c.buf<uint8_t>("out", Role::Out, n);
-    void* stream = c.stream();
-    kbit_8bit_rules(c, dtype, bs, n, code, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(absmax, "absmax", code, "code");
-    }
-    c.run([&] { return f(dtype, code, A, absmax, out, bs, n, stream); });
-}
-
-void dequantize_8bit(Call& c, decltype(&kbit_dequantize_blockwise_8bit) f) {
-    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
-    const int64_t bs = c.i64("blocksize"), n = c.i64("n");
-    const float* code = c.buf<float>("code", Role::In, 256);
-    const uint8_t* A = c.buf<uint8_t>("A", Role::In, n);
-    const float* absmax = c.buf<float>("absmax", Role::In, ceil_div(n, bs));
-    void* out = dtype_buf(c, "out", Role::Out, dtype, n);
-    void* stream = c.stream();
-    kbit_8bit_rules(c, dtype, bs, n, code, A, absmax, out);
-    if (n > 0) {
-        c.maybe_overlap(out, "out", A, "A");
-        c.maybe_overlap(out, "out", code, "code");
-    }
-    c.run([&] { return f(dtype, code, A, absmax, out, bs, n, stream); });
-}
 
 // cint8_vector_quant: A rows * cols fp16, out rows * cols, rowStats rows.
 void int8_vector_quant(Call& c, decltype(&cint8_vector_quant) f) {
@@ -244,18 +155,8 @@ void outlier_matmul(Call& c, decltype(&kbit_int8_outlier_matmul_fp16) f) {
 }
 
 Handler resolve(const Fn& fn) {
+    if (Handler h = resolve_blockwise<8>(fn)) return h;
     const std::string name = fn.name;
-    if (starts_with(name, "cquantize_blockwise_"))
-        return by_dtype(name.substr(20), [&](auto t) {
-            using T = decltype(t);
-            return bind<kbit_status (*)(float*, T*, float*, unsigned char*, int, int)>(fn, quantize_blockwise<T>);
-        });
-    if (starts_with(name, "cdequantize_blockwise_"))
-        return by_dtype(name.substr(22), [&](auto t) {
-            using T = decltype(t);
-            return bind<kbit_status (*)(float*, unsigned char*, float*, T*, int, int, void*)>(
-                fn, dequantize_blockwise<T>);
-        });
     using Igemm = decltype(&cigemmlt_32);
     if (name == "cigemmlt_32") return bind<Igemm>(fn, igemmlt<int32_t, false>);
     if (name == "cigemmlt_8") return bind<Igemm>(fn, igemmlt<int8_t, false>);
@@ -264,9 +165,6 @@ Handler resolve(const Fn& fn) {
     if (name == "get_context") return bind<decltype(&get_context)>(fn, get_context_fn);
     if (name == "kbit_context_destroy") return bind<decltype(&kbit_context_destroy)>(fn, context_destroy);
     if (name == "cdequant_mm_int32_fp16") return bind<decltype(&cdequant_mm_int32_fp16)>(fn, dequant_mm);
-    if (name == "kbit_quantize_blockwise_8bit") return bind<decltype(&kbit_quantize_blockwise_8bit)>(fn, quantize_8bit);
-    if (name == "kbit_dequantize_blockwise_8bit")
-        return bind<decltype(&kbit_dequantize_blockwise_8bit)>(fn, dequantize_8bit);
     if (name == "kbit_int8_vectorwise_quant") return bind<decltype(&kbit_int8_vectorwise_quant)>(fn, vectorwise_quant);
     if (name == "kbit_int8_outlier_matmul_fp16")
         return bind<decltype(&kbit_int8_outlier_matmul_fp16)>(fn, outlier_matmul);
