@@ -30,7 +30,7 @@ import kbit
 pkg = os.path.dirname(kbit.__file__)
 assert pkg.startswith(sys.prefix), f"kbit imported from {pkg}, not the virtual environment {sys.prefix}"
 assert str(kbit.library_dir()) == os.path.join(pkg, "_lib"), kbit.library_dir()
-for f in ("_lib/libkbit.so", "_lib/libkbit_cpu.so", "abi/kbit_4bit.def", "abi/interfaces.def", "_abidef.py", "include/kbit/kbit_core.h"):
+for f in ("_lib/libkbit.so", "_lib/libkbit_cpu.so", "_lib/libkbit_io.so", "_bin/kbit", "abi/kbit_4bit.def", "abi/interfaces.def", "_abidef.py", "include/kbit/kbit_core.h"):
     assert os.path.isfile(os.path.join(pkg, f)), f
 lib = kbit.load()
 assert lib.path == os.path.join(pkg, "_lib", "libkbit.so") and lib.backend_name() == "cpu"
@@ -39,6 +39,9 @@ import importlib.metadata
 assert importlib.metadata.version("kbit") == kbit.__version__, (importlib.metadata.version("kbit"), kbit.__version__)
 print("installed:", pkg, kbit.__version__)
 PY
+# The console script runs the kbit command inside the package, which finds the package's libraries.
+info=$("$tmp/venv/bin/kbit" info)
+grep -q "$tmp/venv/.*/kbit/_lib/libkbit_cpu.so" <<< "$info" || { echo "kbit info: $info"; exit 1; }
 # The suite against the installed package (KBIT_TEST_INSTALLED: no source tree on sys.path).
 KBIT_TEST_INSTALLED=1 "$venv_python" -m pytest -q -p no:cacheprovider "$src/tests/python"
 echo "python.pip_install: OK"
