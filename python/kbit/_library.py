@@ -45,6 +45,26 @@ def loader_path():
     return library_dir() / LOADER_FILE
 
 
+def _cublas_wheel_dir():
+    """lib/ of the nvidia-cublas wheel (the Python package nvidia.cublas, which torch's CUDA wheels
+    install), or None where it is not installed."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("nvidia.cublas")
+    except (ImportError, ValueError):
+        return None
+    for d in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(d) / "lib").is_dir():
+            return Path(d) / "lib"
+    return None
+
+
+# The CUDA backend opens cuBLASLt (its int8 GEMM) when first asked for it: from the library search path,
+# else from the directory KBIT_CUBLASLT_DIR names (src/cuda/igemmlt.cpp). A value the user set stays.
+if "KBIT_CUBLASLT_DIR" not in os.environ and _cublas_wheel_dir() is not None:
+    os.environ["KBIT_CUBLASLT_DIR"] = str(_cublas_wheel_dir())
+
+
 class _Candidate(ctypes.Structure):
     # kbit_loader_candidate (kbit_loader.h): the leading members this module reads.
     _fields_ = [("size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("path", ctypes.c_char_p),

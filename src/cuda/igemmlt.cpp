@@ -10,12 +10,16 @@
 //
 // cuBLASLt is loaded with dlopen on the first get_context(), not linked: libkbit_cuda.so then
 // loads (and reports "no device" cleanly) on machines without the CUDA toolkit's libraries, and
-// only the int8 GEMM needs libcublasLt.so.<major> of the toolkit kbit was built with. When it cannot
-// be loaded, get_context() returns NULL and kbit_last_error_message() names the library and dlerror.
+// only the int8 GEMM needs libcublasLt.so.<major> of the toolkit kbit was built with: the system's (the
+// library search path), else the one in the directory KBIT_CUBLASLT_DIR names (the Python package sets
+// it to the nvidia-cublas wheel's lib/ where that wheel is installed, as torch's CUDA wheels bring it).
+// When it cannot be loaded, get_context() returns NULL and kbit_last_error_message() names the library
+// and dlerror.
 #include <cublasLt.h>
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -63,9 +67,17 @@ const LtApi& lt_api() {
         LtApi a;
         const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
         void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+        const char* error = lib == nullptr ? dlerror() : nullptr;
+        std::string why = error != nullptr ? error : "unknown";
+        const char* dir = secure_getenv("KBIT_CUBLASLT_DIR");  // ignored by set-user-ID programs
+        if (lib == nullptr && dir != nullptr && dir[0] != '\0') {
+            const std::string path = std::string(dir) + "/" + soname;
+            lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+            error = lib == nullptr ? dlerror() : nullptr;
+            why += std::string("; from KBIT_CUBLASLT_DIR: ") + (error != nullptr ? error : "unknown");
+        }
         if (lib == nullptr) {
-            const char* e = dlerror();
-            a.error = "cannot load " + soname + " (cuBLASLt, needed for the int8 GEMM): " + (e ? e : "unknown");
+            a.error = "cannot load " + soname + " (cuBLASLt, needed for the int8 GEMM): " + why;
             return a;
         }
         resolve(lib, "cublasLtCreate", a.create, a.error);

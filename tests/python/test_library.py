@@ -143,6 +143,25 @@ def test_discovery_without_kbit_library_dir():
         assert lib_dir == str(ROOT / "build" / "lib") and init == str(ROOT / "python" / "kbit" / "__init__.py")
 
 
+def test_cublas_wheel_directory_is_passed_to_the_cuda_backend(tmp_path):
+    """With the nvidia-cublas wheel's package on the path, importing kbit sets KBIT_CUBLASLT_DIR to its lib/
+    (where the CUDA backend looks after the library search path); a value the user set is kept."""
+    (tmp_path / "nvidia" / "cublas" / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "cublas" / "__init__.py").write_text("")
+    code = "import os, kbit; print(os.environ.get('KBIT_CUBLASLT_DIR', 'unset'))"
+    env = subprocess_env()
+    env.pop("KBIT_CUBLASLT_DIR", None)
+    without = _python(code, env)
+    assert without.returncode == 0, without.stderr
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH", "")]))
+    found = _python(code, env)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == str(tmp_path / "nvidia" / "cublas" / "lib")
+    assert without.stdout.strip() != found.stdout.strip()
+    kept = _python(code, dict(env, KBIT_CUBLASLT_DIR="/opt/mine"))
+    assert kept.stdout.strip() == "/opt/mine"
+
+
 @pytest.fixture(scope="module")
 def fakes():
     d = os.environ.get("KBIT_TEST_FAKES")
