@@ -11,6 +11,7 @@ Every array's device picks the backend (kbit._devices): numpy arrays run on the 
 arrays (torch, cupy, __cuda_array_interface__) on the backend registered for "cuda".
 """
 import functools
+import itertools
 import json
 import math
 import numbers
@@ -172,6 +173,18 @@ def _fma32(a, i, c):
     return np.float32(s)
 
 
+def _linspace32(start, end, count):
+    """torch.linspace(start, end, count) in float32 as torch 2.15's AVX2/AVX-512 CPU kernels evaluate it
+    (the first half counts up from start, the second half down from end, each point one fused
+    multiply-add: docs/behaviour.md §1.6), as a list of np.float32."""
+    f32 = np.float32
+    start, end = f32(start), f32(end)
+    if count == 1:
+        return [start]
+    h = f32((end - start) / f32(count - 1))
+    return [_fma32(h, i, start) if i < count // 2 else _fma32(-h, count - 1 - i, end) for i in range(count)]
+
+
 @functools.lru_cache(maxsize=None)
 def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
     f32 = np.float32
@@ -183,11 +196,8 @@ def _dynamic_map_cached(signed, max_exponent_bits, total_bits):
     extra = 2 ** (non_sign_bits - max_exponent_bits) - 1
 
     def means(count):
-        # torch.linspace(0.1, 1, count) in float32 as torch 2.15's AVX2/AVX-512 CPU kernels evaluate it
-        # (the first half counts up from 0.1, the second half down from 1.0, each point one fused
-        # multiply-add: docs/behaviour.md §1.6), then pairwise midpoints.
-        h = f32((f32(1.0) - f32(0.1)) / f32(count - 1))
-        b = [_fma32(h, i, f32(0.1)) if i < count // 2 else _fma32(-h, count - 1 - i, f32(1.0)) for i in range(count)]
+        # torch.linspace(0.1, 1, count), then pairwise midpoints.
+        b = _linspace32(0.1, 1.0, count)
         return [f32((b[i] + b[i + 1]) / f32(2.0)) for i in range(count - 1)]
 
     def append(scale, ms):
@@ -220,6 +230,122 @@ def create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
     return _dynamic_map_cached(bool(signed), int(max_exponent_bits), int(total_bits)).copy()
 
 
+def _frozen(values):
+    out = np.array(values, dtype=np.float32)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _linear_map_cached(signed, total_bits, add_zero):
+    count = 2 ** total_bits
+    if add_zero or total_bits < 8:
+        count = 2 ** total_bits - 1 if signed else 2 ** total_bits  # one code kept for the zero
+    values = _linspace32(-1.0 if signed else 0.0, 1.0, count)
+    gap = 256 - len(values)
+    if gap < 0:
+        raise ValueError(f"create_linear_map: total_bits={total_bits} gives {len(values)} values, more than 256")
+    half = len(values) // 2
+    return _frozen(values[:half] + [np.float32(0.0)] * gap + values[half:])
+
+
+def create_linear_map(signed=True, total_bits=8, add_zero=True):
+    """bitsandbytes' linear map: torch.linspace(-1 or 0, 1) in float32 with the codes that fewer than
+    8 bits (or add_zero) leave unused set to 0 in the middle; 256 values (not sorted when zeros are
+    added, as there)."""
+    if isinstance(total_bits, bool) or not isinstance(total_bits, (int, np.integer)) or not 1 <= total_bits <= 8:
+        raise ValueError(f"create_linear_map: total_bits must be an integer from 1 to 8, not {total_bits!r}")
+    return _linear_map_cached(bool(signed), int(total_bits), bool(add_zero)).copy()
+
+
+def _ndtri(p):
+    """The standard normal quantile (scipy.special.ndtri) in binary64: Acklam's rational approximation
+    (relative error below 1.2e-9) refined by two Halley steps on math.erfc, accurate to a few units in
+    the last place of a double for 0 < p < 1, far below the float32 rounding applied to the result."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"create_normal_map: a quantile {p!r} outside (0, 1)")
+    low = 0.02425
+    if p < low or p > 1 - low:
+        q = math.sqrt(-2 * math.log(p if p < low else 1 - p))
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+        x = x if p < low else -x
+    else:
+        q = p - 0.5
+        r = q * q
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    for _ in range(2):
+        e = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p
+        u = e * math.sqrt(2.0 * math.pi) * math.exp(x * x / 2.0)
+        x -= u / (1.0 + x * u / 2.0)
+    return x
+
+
+@functools.lru_cache(maxsize=None)
+def _normal_map_cached(offset, use_extra_value):
+    positive = _linspace32(offset, 0.5, 9 if use_extra_value else 8)[:-1]
+    negative = _linspace32(offset, 0.5, 8)[:-1]
+    zeros = 256 - len(positive) - len(negative)
+    values = [np.float32(_ndtri(float(q))) for q in positive] + [np.float32(0.0)] * zeros + \
+        [np.float32(-_ndtri(float(q))) for q in negative]
+    values = np.sort(np.array(values, dtype=np.float32), kind="stable")
+    return _frozen(values / values.max())
+
+
+def create_normal_map(offset=0.9677083, use_extra_value=True):
+    """bitsandbytes' NormalFloat map: normal quantiles at torch.linspace(offset, 0.5, 9 or 8) (float32
+    points, quantiles rounded to float32), mirrored, 256 values sorted and divided by their maximum in
+    float32. bitsandbytes computes the quantiles with scipy; kbit with _ndtri (no scipy)."""
+    offset = float(offset)
+    if not 0.5 < offset < 1.0:
+        raise ValueError(f"create_normal_map: offset must be in (0.5, 1), not {offset!r}")
+    return _normal_map_cached(offset, bool(use_extra_value)).copy()
+
+
+@functools.lru_cache(maxsize=None)
+def _fp8_map_cached(signed, exponent_bits, precision_bits, total_bits):
+    bias = 2 ** (exponent_bits - 1)
+    values = []
+    for exponent in range(2 ** exponent_bits):
+        for bits in itertools.product((0, 1), repeat=precision_bits):
+            v = float(exponent != 0) + sum(bit * 2.0 ** -(i + 1) for i, bit in enumerate(bits))
+            v *= 2.0 ** -bias if exponent == 0 else 2.0 ** -(exponent - bias - 1)  # subnormal / normal
+            values += [v, -v] if signed else [v]
+    values.sort()
+    values += [0] * (256 - len(values))
+    values.sort()  # Python's stable sort: the order of +0.0 and -0.0 is bitsandbytes'
+    code = np.array(values, dtype=np.float32)
+    return _frozen(code / code.max())
+
+
+def create_fp8_map(signed=True, exponent_bits=5, precision_bits=2, total_bits=8):
+    """bitsandbytes' floating-point map of sign, exponent_bits and precision_bits (bias 2^(e-1),
+    subnormals at exponent 0), sorted, zero-padded to 256 and divided by its maximum in float32."""
+    ints = (exponent_bits, precision_bits, total_bits)
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in ints):
+        raise ValueError(f"create_fp8_map: bit counts must be non-negative integers, not {ints}")
+    if exponent_bits + precision_bits != total_bits - (1 if signed else 0) or not 1 <= total_bits <= 8 \
+            or exponent_bits < 1:
+        raise ValueError(f"create_fp8_map: signed={bool(signed)}, exponent_bits={exponent_bits}, precision_bits="
+                         f"{precision_bits} do not add up to total_bits={total_bits} (at most 8, one exponent bit)")
+    return _fp8_map_cached(bool(signed), int(exponent_bits), int(precision_bits), int(total_bits)).copy()
+
+
+# get_4bit_type's tables beside the kernels' (read from the library): bitsandbytes' literals, divided
+# by their largest magnitude in float32.
+_INT4 = (7, 6, 5, 4, 3, 2, 1, 0, 0, -1, -2, -3, -4, -5, -6, -7)
+_AF4_64 = (1.0, 0.72424863, 0.55496234, 0.42563882, 0.31675666, 0.21961274, 0.12934483, 0.04273164, 0.0,
+           -0.04934812, -0.14982478, -0.25607552, -0.3736951, -0.51243739, -0.69441008, -1.0)
+
+
 @functools.lru_cache(maxsize=None)
 def _quant_map_cached(quant_type):
     from ._devices import backend_for
@@ -236,10 +362,23 @@ def _quant_map_cached(quant_type):
     return out
 
 
-def get_4bit_type(typename):
-    """The 16-entry float32 table of "nf4" or "fp4" (bitsandbytes' quant_state.code / quant_map)."""
-    _check_quant_type("get_4bit_type", typename)
-    return _quant_map_cached(typename).copy()
+def get_4bit_type(typename, device=None, blocksize=64):
+    """The 16-entry float32 table of "nf4" or "fp4" (bitsandbytes' quant_state.code / quant_map), or of
+    bitsandbytes' other 4-bit tables, "int4" (7 ... -7 over 7) and "af4" (AbnormalFloat, blocksize 64
+    only: NotImplementedError otherwise, as there). device is accepted for bitsandbytes' signature and
+    ignored (numpy). An unknown name raises NotImplementedError, as in bitsandbytes."""
+    if typename in _QUANT_TYPE:
+        return _quant_map_cached(typename).copy()
+    if typename == "int4":
+        values = np.array(_INT4, dtype=np.float32)
+    elif typename == "af4":
+        if blocksize != 64:
+            raise NotImplementedError("get_4bit_type: 4-bit AbnormalFloat (af4) exists only for blocksize 64, "
+                                      f"not {blocksize!r}")
+        values = np.array(_AF4_64, dtype=np.float32)
+    else:
+        raise NotImplementedError(f"get_4bit_type: typename {typename!r} is not one of 'nf4', 'fp4', 'int4', 'af4'")
+    return values / np.abs(values).max()
 
 
 # ---- QuantState -------------------------------------------------------------------------------------
@@ -519,6 +658,14 @@ def dequantize_4bit(A, quant_state=None, absmax=None, out=None, blocksize=None, 
     return out
 
 
+def quantize_fp4(A, absmax=None, out=None, blocksize=None, compress_statistics=False, quant_storage=np.uint8):
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "fp4", quant_storage)
+
+
+def quantize_nf4(A, absmax=None, out=None, blocksize=None, compress_statistics=False, quant_storage=np.uint8):
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "nf4", quant_storage)
+
+
 def dequantize_nf4(A, quant_state=None, absmax=None, out=None, blocksize=None):
     return dequantize_4bit(A, quant_state, absmax, out, blocksize, "nf4")
 
@@ -560,6 +707,58 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     name = f"cgemm_4bit_inference_naive_{_SUFFIX[dtype]}"
     getattr(ctx.lib.checked, name)(N, 1, K, a.ptr, b.ptr, absmax_ptr, code.ptr, o.ptr, N, (K + 1) // 2, N,
                                    state.blocksize, ctx.stream)
+    return out
+
+
+def gemm_4bit(A, B, state, bias=None, out=None):
+    """out = A @ W^T (+ bias) for any number of activation rows A [..., K] and the 4-bit weight W [N, K]
+    given as its packed bytes B and its QuantState (kbit addition: bitsandbytes has this only as its
+    op torch.ops.bitsandbytes.gemm_4bit). One call of cgemm_4bit_{fp32,fp16,bf16}: fp32 accumulation,
+    nested block scales of 256-block nesting read as they are; bias has N elements of A's dtype; out has
+    A.shape[:-1] + (N,) and A's dtype."""
+    fn = "gemm_4bit"
+    if state is None:
+        raise ValueError(f"{fn}: state cannot be None (pass the weight's QuantState)")
+    ctx = Ctx(A)
+    _check_state(fn, state, four_bit=True)
+    if len(state.shape) != 2:
+        raise ValueError(f"{fn}: the weight of quant_state must be 2-D [N, K], not {state.shape}")
+    N, K = state.shape
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    if not a.shape or a.shape[-1] != K:
+        raise ValueError(f"{fn}: A must have shape (..., {K}), not {a.shape}")
+    if K % 2:
+        raise ValueError(f"{fn}: the inner dimension K = {K} must be even")
+    M = a.numel // K if K else _numel(a.shape[:-1])
+    for what, v in (("N", N), ("K", K), ("rows of A", M)):
+        _int32(fn, what, v)
+    b = _arg(ctx, fn, B, "B", numel=None)
+    if b.dtype.itemsize * b.numel != (N * K + 1) // 2:
+        raise ValueError(f"{fn}: B holds {b.dtype.itemsize * b.numel} bytes, a packed [{N}, {K}] weight needs "
+                         f"{(N * K + 1) // 2}")
+    blocks = _blocks(N * K, state.blocksize)
+    keep = []  # arrays whose pointers are passed
+    if state.nested and state.state2.blocksize == NESTED_BLOCKSIZE:
+        s2 = state.state2
+        codes = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
+        scales = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
+        table = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
+        offset = ctx.from_numpy(np.array([state.offset], dtype=np.float32))
+        keep.append(offset)
+        ptrs = (scales.ptr, codes.ptr, table.ptr, _addr(offset))
+    else:
+        absmax, absmax_ptr = _plain_absmax(ctx, fn, state, blocks)
+        keep.append(absmax)
+        ptrs = (absmax_ptr, None, None, None)
+    dtype = a.dtype
+    bias_ptr = None if bias is None else _arg(ctx, fn, bias, "bias", (dtype,), numel=N).ptr
+    out_shape = a.shape[:-1] + (N,)
+    if out is None:
+        out = ctx.empty(out_shape, dtype)
+    o = _arg(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
+    getattr(ctx.lib.checked, f"cgemm_4bit_{_SUFFIX[dtype]}")(a.ptr, b.ptr, *ptrs, o.ptr, bias_ptr, M, N, K,
+                                                             state.blocksize, _QUANT_TYPE[state.quant_type],
+                                                             ctx.stream)
     return out
 
 
@@ -638,19 +837,30 @@ def _rows_cols(fn, shape, what):
     return _numel(shape[:-1]), cols
 
 
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_INT8_DTYPES = (_F16, _F32, _BF16)
+
+
 def int8_vectorwise_quant(A, threshold=0.0):
-    """LLM.int8 row-wise quantization of a float16 matrix [..., cols]: returns (int8 codes with A's
-    shape, float32 row absmax [rows], outlier column indices (int64) or None). With threshold > 0 the
-    columns holding an |a| >= threshold are outliers; for more than one row they are zeroed in the
-    codes (computed in fp16 instead), as bitsandbytes does."""
+    """LLM.int8 row-wise quantization of a float16, float32 or bfloat16 matrix [..., cols]: returns
+    (int8 codes with A's shape, float32 row absmax [rows], outlier column indices (int64) or None).
+    With threshold > 0 the columns holding an |a| >= threshold are outliers (an empty array when there
+    are none); for more than one row they are zeroed in the codes (computed in floating point instead),
+    as bitsandbytes does. float16 runs the backend's kernel; float32 and bfloat16 are computed on the
+    host with numpy, as bitsandbytes' default torch expression computes them (_int8_rows_host)."""
     fn = "int8_vectorwise_quant"
     ctx = Ctx(A)
-    a = _arg(ctx, fn, A, "A", (_F16,))
+    a = _arg(ctx, fn, A, "A", _INT8_DTYPES)
     threshold = float(threshold)
     if not threshold >= 0.0:
         raise ValueError(f"{fn}: threshold must be >= 0, not {threshold}")
     shape = a.shape
     rows, cols = _rows_cols(fn, shape, "A")
+    if a.dtype != _F16:
+        host = np.asarray(ctx.to_numpy(A)).reshape(rows, cols)
+        out, row_stats, outlier_cols = _int8_rows_host(host, threshold)
+        return (ctx.from_numpy(out.reshape(shape)), ctx.from_numpy(row_stats),
+                None if outlier_cols is None else ctx.from_numpy(outlier_cols))
     out = ctx.empty(shape, _I8)
     row_stats = ctx.empty((rows,), _F32)
     mask = ctx.empty((cols,), _U8) if threshold > 0 else None
@@ -661,6 +871,79 @@ def int8_vectorwise_quant(A, threshold=0.0):
     if mask is not None:
         outlier_cols = ctx.from_numpy(np.flatnonzero(ctx.to_numpy(mask)).astype(np.int64))
     return out, row_stats, outlier_cols
+
+
+def _outliers(A, threshold):
+    """The mask |a| >= threshold of a host matrix, the threshold rounded to A's dtype first (torch
+    compares a tensor with a Python float in the tensor's dtype); None when threshold == 0."""
+    if threshold == 0.0:
+        return None
+    return np.abs(A) >= A.dtype.type(threshold)
+
+
+def _int8_round(x):
+    """rint (half to even) of float32 values to int8; a NaN (a zero scale's 0 * inf) gives 0."""
+    x = np.rint(x)
+    return np.where(np.isnan(x), 0, x).astype(np.int8)
+
+
+def _int8_rows_host(A, threshold):
+    """bitsandbytes' default int8_vectorwise_quant on a host [rows, cols] matrix of any float dtype:
+    outliers zeroed before the row absmax, scale = fp32(fp32(1 / absmax) * 127) (torch evaluates
+    127.0 / t as t.reciprocal() * 127), codes rint(fp32(a) * scale), outlier columns zeroed when
+    rows > 1. A row whose absmax is 0 gives codes 0 (torch converts the NaN it computes there)."""
+    mask = _outliers(A, threshold)
+    outlier_cols = None
+    if mask is not None:
+        outlier_cols = np.flatnonzero(mask.any(axis=0)).astype(np.int64)
+        A = np.where(mask, A.dtype.type(0), A)
+    row_stats = (np.abs(A).max(axis=1) if A.shape[1] else np.zeros(A.shape[0], A.dtype)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = (np.float32(1.0) / row_stats) * np.float32(127.0)
+        out = _int8_round(A.astype(np.float32) * scale[:, None])
+    if A.shape[0] > 1 and outlier_cols is not None:
+        out[:, outlier_cols] = 0
+    return out, row_stats, outlier_cols
+
+
+def int8_vectorwise_dequant(A, stats):
+    """float32 A * stats / 127 of int8 codes [..., cols] and their float32 row absmax [rows], evaluated
+    as bitsandbytes' default: fp32(fp32(a * stat) * fp32(1 / 127))."""
+    fn = "int8_vectorwise_dequant"
+    ctx = Ctx(A)
+    a = _arg(ctx, fn, A, "A", (_I8,))
+    rows, cols = _rows_cols(fn, a.shape, "A")
+    _arg(ctx, fn, stats, "stats", (_F32,), numel=rows)
+    host = np.asarray(ctx.to_numpy(A)).reshape(rows, cols).astype(np.float32)
+    st = np.asarray(ctx.to_numpy(stats)).reshape(rows, 1)
+    out = (host * st) * np.float32(7.874015718698502e-3)
+    return ctx.from_numpy(out.reshape(a.shape))
+
+
+def int8_double_quant(A, col_stats=None, row_stats=None, out_col=None, out_row=None, threshold=0.0):
+    """LLM.int8 row-wise and column-wise quantization of A [..., cols] (float16, float32 or bfloat16):
+    returns (row codes, column codes, row absmax [rows], column absmax [cols], outlier columns or None).
+    The rows are int8_vectorwise_quant's; the columns are bitsandbytes' CUDA path's expression: outliers
+    (|a| >= threshold) zeroed, col_stats = max |a| per column, codes rint(fp32(a * 127 in A's dtype) /
+    col_stats) (0 for an all-zero column). The pre-allocated outputs of bitsandbytes' signature are refused
+    as there."""
+    fn = "int8_double_quant"
+    for name, v in (("row_stats", row_stats), ("col_stats", col_stats), ("out_col", out_col), ("out_row", out_row)):
+        if v is not None:
+            raise ValueError(f"{fn}: {name} must be None; pre-allocated {name} is not supported (as in bitsandbytes)")
+    quant_row, stats_row, outlier_cols = int8_vectorwise_quant(A, threshold)
+    ctx = Ctx(A)
+    shape = _shape(A)
+    rows, cols = _rows_cols(fn, shape, "A")
+    host = np.asarray(ctx.to_numpy(A)).reshape(rows, cols)
+    mask = _outliers(host, float(threshold))
+    if mask is not None:
+        host = np.where(mask, host.dtype.type(0), host)
+    stats_col = (np.abs(host).max(axis=0) if rows else np.zeros(cols, host.dtype)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quant_col = _int8_round((host * host.dtype.type(127.0)).astype(np.float32) / stats_col[None, :])
+    return (quant_row, ctx.from_numpy(quant_col.reshape(shape)), stats_row, ctx.from_numpy(stats_col),
+            outlier_cols)
 
 
 _context_lock = threading.Lock()
@@ -745,7 +1028,8 @@ def int8_outlier_matmul(A, W, W_stats, outlier_cols, out):
     return out
 
 
-__all__ = ["QuantState", "create_dynamic_map", "get_4bit_type", "quantize_4bit", "dequantize_4bit",
-           "dequantize_nf4", "dequantize_fp4", "gemv_4bit", "quantize_blockwise", "dequantize_blockwise",
-           "int8_vectorwise_quant", "int8_linear_matmul", "int8_mm_dequant", "int8_outlier_matmul",
-           "pack_dict_to_tensor", "unpack_tensor_to_dict"]
+__all__ = ["QuantState", "create_dynamic_map", "create_linear_map", "create_normal_map", "create_fp8_map",
+           "get_4bit_type", "quantize_4bit", "dequantize_4bit", "quantize_nf4", "quantize_fp4", "dequantize_nf4",
+           "dequantize_fp4", "gemv_4bit", "gemm_4bit", "quantize_blockwise", "dequantize_blockwise",
+           "int8_vectorwise_quant", "int8_vectorwise_dequant", "int8_double_quant", "int8_linear_matmul",
+           "int8_mm_dequant", "int8_outlier_matmul", "pack_dict_to_tensor", "unpack_tensor_to_dict"]
