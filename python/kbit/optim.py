@@ -1,5 +1,6 @@
 """bitsandbytes.optim on numpy: 32-bit and 8-bit blockwise Adam/AdamW, AdEMAMix, Lion, SGD with
-momentum, RMSprop and Adagrad, 32-bit LAMB and LARS (update-norm clipping), and the paged variants,
+momentum, RMSprop and Adagrad, LAMB and LARS (update-norm clipping with 32-bit state), PytorchLARS,
+GlobalOptimManager's per-parameter overrides, and the paged variants,
 over the kbit optimizer interface (kbit_optim8.h).
 
     opt = kbit.optim.Adam8bit([w1, w2], lr=1e-3)        # parameters: numpy float32/float16/bfloat16
@@ -58,9 +59,6 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: optim_bits must be 8 or 32, not {optim_bits!r}")
         if max_unorm < 0:
             raise ValueError(f"{type(self).__name__}: max_unorm must be >= 0, not {max_unorm!r}")
-        if max_unorm > 0 and optim_bits == 8:
-            raise NotImplementedError(f"{type(self).__name__}: update-norm clipping (max_unorm) needs 32-bit state "
-                                      "(bitsandbytes' 8-bit LAMB/LARS fail likewise)")
         self.defaults = dict(defaults, optim_bits=optim_bits, min_8bit_size=min_8bit_size, max_unorm=max_unorm)
         params = list(params)
         if not params:
@@ -73,6 +71,7 @@ class Optimizer:
             group["params"] = list(g["params"])
             self.param_groups.append(group)
         self._params = [p for g in self.param_groups for p in g["params"]]
+        self._index = [(gi, pi) for gi, g in enumerate(self.param_groups) for pi in range(len(g["params"]))]
         for i, p in enumerate(self._params):
             a = adapter(p)
             _, _, dtype, contiguous, _ = a.info(p)
@@ -87,6 +86,18 @@ class Optimizer:
 
     # -- state ----------------------------------------------------------------------------------
 
+    def _config(self, i, group):
+        """The settings of parameter i: its group's, with GlobalOptimManager's overrides for it on top
+        (by (group, position) from register_parameters, by the parameter itself from override_config,
+        then register_module_override), checked as the constructor checks them."""
+        extra = GlobalOptimManager.get_instance()._overrides(self._params[i], self._index[i])
+        if not extra:
+            return group
+        config = dict(group)
+        config.update(extra)
+        _check_group(f"{type(self).__name__}: GlobalOptimManager override of parameter {i}", config)
+        return config
+
     def _layout(self, p, group):
         """(bits, {key: (shape, dtype), or None where the kernel gets NULL}) of the state this optimizer
         keeps for p: what _init_state allocates and load_state_dict requires of a loaded state."""
@@ -96,18 +107,16 @@ class Optimizer:
         two = self.name in _TWO_STATE
         lead = (2,) if self.name == "ademamix" else ()  # AdEMAMix keeps m1 and m2 in state1
         f32, u8 = np.dtype(np.float32), np.dtype(np.uint8)
+        unorm = {"unorm_vec": ((1,), f32)} if group["max_unorm"] > 0 else {}  # kept for 8-bit state too, as there
         if bits == 32:
-            layout = {"state1": (lead + shape, f32), "state2": (shape, f32) if two else None}
-            if group["max_unorm"] > 0:
-                layout["unorm_vec"] = ((1,), f32)
-            return bits, layout
+            return bits, {"state1": (lead + shape, f32), "state2": (shape, f32) if two else None, **unorm}
         blocks = (n + BLOCKSIZE - 1) // BLOCKSIZE
         layout = {"state1": (lead + shape, u8), "qmap1": ((256,), f32), "absmax1": (lead + (blocks,), f32)}
         if two:
             layout.update(state2=(shape, u8), qmap2=((256,), f32), absmax2=((blocks,), f32))
         else:
             layout.update(state2=None, qmap2=None, absmax2=None)
-        return bits, layout
+        return bits, {**layout, **unorm}
 
     def _init_state(self, i, p, group, ctx):
         bits, layout = self._layout(p, group)
@@ -153,6 +162,7 @@ class Optimizer:
 
     def _update(self, i, p, g, group):
         cls = type(self).__name__
+        group = self._config(i, group)
         ctx = Ctx(p)
         pa, ga = adapter(p), adapter(g)
         p_ptr, p_shape, dtype, _, _ = pa.info(p)
@@ -229,7 +239,7 @@ class Optimizer:
                 raise ValueError(f"{fn}: state key {k!r} is not a parameter index (0 to {len(self._params) - 1})")
             if int(i) in state:
                 raise ValueError(f"{fn}: state of parameter {i} given twice")
-            state[int(i)] = self._checked_state(fn, int(i), saved, group_of[i])
+            state[int(i)] = self._checked_state(fn, int(i), saved, self._config(int(i), group_of[i]))
         first = 0
         for j, merged in enumerate(groups):  # the settings the next step() reads, at the steps it takes
             count = len(merged["params"])
@@ -321,8 +331,6 @@ def _check_group(where, group):
         raise ValueError(f"{where}: min_8bit_size must be an integer, not {size!r}")
     if isinstance(unorm, bool) or not isinstance(unorm, numbers.Real) or not unorm >= 0:
         raise ValueError(f"{where}: max_unorm must be a number >= 0, not {unorm!r}")
-    if unorm > 0 and bits == 8:
-        raise ValueError(f"{where}: update-norm clipping (max_unorm {unorm!r}) needs optim_bits 32")
 
 
 def _ptr_or_null(x):
@@ -513,9 +521,10 @@ Adagrad8bit, Adagrad32bit = _fixed_bits_variants(Adagrad)
 
 
 class LAMB(Optimizer):
-    """LAMB as bitsandbytes runs it: the 32-bit Adam update with update-norm clipping (max_unorm,
-    default 1.0: the update is scaled down when its norm exceeds max_unorm * ||p||). 32-bit state only:
-    bitsandbytes' LAMB8bit has no 8-bit kernel either."""
+    """LAMB as bitsandbytes runs it: the Adam update with update-norm clipping (max_unorm, default 1.0:
+    the update is scaled down when its norm exceeds max_unorm * ||p||). Clipping needs 32-bit state:
+    with optim_bits=8, parameters with 8-bit state take the plain 8-bit Adam step, as bitsandbytes'
+    8-bit blockwise update has no update norm either."""
     name = "adam"
 
     def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -529,13 +538,39 @@ class LAMB(Optimizer):
                          min_8bit_size, max_unorm)
 
 
+def _no_args(cls, args):
+    if args is not None:
+        raise NotImplementedError(f"{cls}: an args object is not supported; pass its settings as arguments")
+
+
+class LAMB8bit(LAMB):
+    """LAMB with 8-bit state (bitsandbytes' LAMB8bit): max_unorm must stay 1.0 and amsgrad False (a
+    ValueError otherwise, as there); clipping applies only to parameters below min_8bit_size, which
+    keep 32-bit state."""
+
+    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, adam_w_mode=True, args=None, min_8bit_size=4096, max_unorm=1.0):
+        if amsgrad:
+            raise ValueError("LAMB8bit does not support amsgrad=True")
+        if max_unorm != 1.0:
+            raise ValueError(f"LAMB8bit only supports max_unorm=1.0 (its 8-bit update has no update-norm clipping), "
+                             f"not {max_unorm!r}")
+        _no_args(type(self).__name__, args)
+        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 8,
+                         min_8bit_size, max_unorm)
+
+
 class LAMB32bit(LAMB):
-    pass
+    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, adam_w_mode=True, args=None, min_8bit_size=4096, max_unorm=1.0):
+        _no_args(type(self).__name__, args)
+        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 32,
+                         min_8bit_size, max_unorm)
 
 
 class LARS(Optimizer):
     """LARS as bitsandbytes runs it: SGD with momentum (required) and update-norm clipping (max_unorm,
-    default 0.02). 32-bit state only, as in bitsandbytes."""
+    default 0.02), which needs 32-bit state (as LAMB)."""
     name = "momentum"
 
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
@@ -546,8 +581,159 @@ class LARS(Optimizer):
                          optim_bits, min_8bit_size, max_unorm)
 
 
+class LARS8bit(LARS):
+    """LARS with 8-bit state (bitsandbytes' LARS8bit): parameters with 8-bit state take the plain 8-bit
+    momentum step (no update-norm clipping), smaller ones the clipped 32-bit one."""
+
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, args=None,
+                 min_8bit_size=4096, max_unorm=0.02):
+        _no_args(type(self).__name__, args)
+        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 8, min_8bit_size, max_unorm)
+
+
 class LARS32bit(LARS):
-    pass
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, args=None,
+                 min_8bit_size=4096, max_unorm=0.02):
+        _no_args(type(self).__name__, args)
+        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 32, min_8bit_size, max_unorm)
+
+
+class PytorchLARS:
+    """bitsandbytes' PytorchLARS on numpy: the reference LARS (SGD with momentum, dampening, optional
+    Nesterov, coupled weight decay, then update-norm clipping against max_unorm * ||p||) in the
+    parameter's float32 arithmetic, no kbit kernel. Parameters and step(grads) as the other optimizers;
+    state[i]["momentum_buffer"]. Clipping needs float32 parameters (an assertion there, a TypeError
+    here)."""
+
+    def __init__(self, params, lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=False, max_unorm=0.02):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if momentum == 0:
+            raise NotImplementedError("PytorchLARS: momentum 0 is not supported (bitsandbytes' step fails on it)")
+        self.defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                             nesterov=nesterov, max_unorm=max_unorm)
+        params = list(params)
+        if not params:
+            raise ValueError("PytorchLARS: empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.param_groups = [dict(self.defaults, **g, params=list(g["params"])) for g in groups]
+        self._params = [p for g in self.param_groups for p in g["params"]]
+        for i, p in enumerate(self._params):
+            if not isinstance(p, np.ndarray) or p.dtype not in _SUFFIX:
+                raise TypeError(f"PytorchLARS: parameter {i} must be a numpy float32, float16 or bfloat16 array")
+        self.state = {}
+
+    def zero_grad(self):
+        pass
+
+    def step(self, grads=None):
+        if grads is None:
+            grads = [getattr(p, "grad", None) for p in self._params]
+        grads = list(grads)
+        if len(grads) != len(self._params):
+            raise ValueError(f"PytorchLARS.step: {len(grads)} gradients for {len(self._params)} parameters")
+        i = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if grads[i] is not None:
+                    self._update(i, p, np.asarray(grads[i]), group)
+                i += 1
+
+    def _update(self, i, p, g, group):
+        if g.shape != p.shape or g.dtype != p.dtype:
+            raise ValueError(f"PytorchLARS.step: gradient {i} is {g.dtype.name} {g.shape}, its parameter "
+                             f"{p.dtype.name} {p.shape}")
+        t = p.dtype.type
+        d_p = g + t(group["weight_decay"]) * p if group["weight_decay"] != 0 else g
+        st = self.state.setdefault(i, {})
+        buf = st.get("momentum_buffer")
+        if buf is None:
+            buf = st["momentum_buffer"] = d_p.copy()
+        else:
+            buf *= t(group["momentum"])
+            buf += d_p * t(1 - group["dampening"])
+        update = d_p + buf * t(group["momentum"]) if group["nesterov"] else buf
+        scale = 1.0
+        if group["max_unorm"] > 0.0:
+            if p.dtype != np.float32:
+                raise TypeError(f"PytorchLARS: update-norm clipping needs float32 parameters, not {p.dtype.name}")
+            pnorm = np.float32(np.sqrt(np.dot(p.ravel(), p.ravel()), dtype=np.float32))
+            unorm = np.float32(np.sqrt(np.dot(update.ravel(), update.ravel()), dtype=np.float32))
+            limit = np.float32(group["max_unorm"]) * pnorm
+            if unorm > limit:
+                scale = limit / unorm
+        p += update * t(-group["lr"] * scale)
+
+
+class GlobalOptimManager:
+    """bitsandbytes' per-parameter overrides (one instance: get_instance()). override_config(p, key,
+    value) or (p, key_value_dict=...) changes a setting of the optimizers for that parameter, e.g.
+    optim_bits=32 for an embedding while the rest keeps 8-bit state; register_parameters(params) also
+    records the overrides by (group, position), register_module_override(module, "weight", config) by
+    a module's attribute. kbit.optim's optimizers read them at every step (8-bit or 32-bit state is
+    chosen at a parameter's first step, as in bitsandbytes)."""
+
+    _instance = None
+
+    def __init__(self):
+        raise RuntimeError("Call get_instance() instead")
+
+    def initialize(self):
+        self.pid2config = {}
+        self.index2config = {}
+        self.optimizer = None
+        self.uses_config_override = False
+        self.module_weight_config_triple = []
+
+    @classmethod
+    def get_instance(cls):
+        if cls._instance is None:
+            cls._instance = cls.__new__(cls)
+            cls._instance.initialize()
+        return cls._instance
+
+    def register_parameters(self, params):
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for gi, group in enumerate(groups):
+            for pi, p in enumerate(group["params"]):
+                if id(p) in self.pid2config:
+                    self.index2config[(gi, pi)] = self.pid2config[id(p)]
+
+    def override_config(self, parameters, key=None, value=None, key_value_dict=None):
+        self.uses_config_override = True
+        if not isinstance(parameters, (list, tuple)):
+            parameters = [parameters]
+        if key is not None and value is not None:
+            if key_value_dict is not None:
+                raise ValueError("override_config: pass key and value, or key_value_dict, not both")
+            key_value_dict = {key: value}
+        if key_value_dict is None:
+            return
+        for p in parameters:
+            if id(p) in self.pid2config:
+                self.pid2config[id(p)].update(key_value_dict)
+            else:
+                self.pid2config[id(p)] = key_value_dict
+
+    def register_module_override(self, module, param_name, config):
+        self.module_weight_config_triple.append((module, param_name, config))
+
+    def _overrides(self, p, index):
+        """The overriding settings of parameter p at (group, position) `index`, in bitsandbytes' order."""
+        out = dict(self.index2config.get(index, {}))
+        out.update(self.pid2config.get(id(p), {}))
+        for module, name, config in self.module_weight_config_triple:
+            if getattr(module, name, None) is p:
+                out.update(config)
+        return out
 
 
 def _paged_variant(cls):
@@ -562,7 +748,7 @@ PagedLion, PagedLion8bit, PagedLion32bit = map(_paged_variant, (Lion, Lion8bit, 
 
 __all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
            "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",
-           "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit", "LAMB", "LAMB32bit",
-           "LARS", "LARS32bit", "PagedAdam", "PagedAdam8bit", "PagedAdam32bit", "PagedAdamW", "PagedAdamW8bit",
+           "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit", "LAMB", "LAMB8bit",
+           "LAMB32bit", "LARS", "LARS8bit", "LARS32bit", "PytorchLARS", "GlobalOptimManager", "PagedAdam", "PagedAdam8bit", "PagedAdam32bit", "PagedAdamW", "PagedAdamW8bit",
            "PagedAdamW32bit", "PagedAdEMAMix", "PagedAdEMAMix8bit", "PagedAdEMAMix32bit", "PagedLion",
            "PagedLion8bit", "PagedLion32bit"]
