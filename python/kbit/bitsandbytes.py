@@ -28,7 +28,10 @@ at construction.
 
 torch and bitsandbytes are imported by this module only; the rest of kbit never needs them.
 """
+import math
+import os
 import threading
+import warnings
 from math import prod
 
 from . import functional as _kf
@@ -46,8 +49,8 @@ OPS = {
     "quantize_blockwise": "cquantize_blockwise_{fp32,fp16,bf16}",
     "dequantize_blockwise": "cdequantize_blockwise_{fp32,fp16,bf16}",
     "dequantize_blockwise.out": "cdequantize_blockwise_{fp32,fp16,bf16}",
-    "int8_vectorwise_quant": "kbit_int8_vectorwise_quant",
-    "int8_double_quant": "kbit_int8_vectorwise_quant (rows; columns in torch, as bitsandbytes' CUDA path)",
+    "int8_vectorwise_quant": "kbit_int8_vectorwise_quant (fp16; fp32 and bf16 in numpy, as bitsandbytes' default)",
+    "int8_double_quant": "kbit_int8_vectorwise_quant (rows; columns in numpy, as bitsandbytes' CUDA path)",
     "int8_linear_matmul": "cigemmlt_32",
     "int8_linear_matmul.out": "cigemmlt_32",
     "int8_mm_dequant": "cdequant_mm_int32_fp16",
@@ -69,8 +72,13 @@ _OPT32 = {"adam": ("cadam32bit_grad_fp32", "cadam32bit_grad_fp16", "cadam32bit_g
           "lamb": ("cadam32bit_grad_fp32", "cadam32bit_grad_fp16", "cadam32bit_grad_bf16"),
           "ademamix": ("cademamix32bit_grad_fp32", "cademamix32bit_grad_fp16", "cademamix32bit_grad_bf16"),
           "lars": ("cmomentum32bit_grad_32", "cmomentum32bit_grad_16", "kbit_momentum32bit_grad_bf16")}
-_OPT8 = {name: tuple(f"c{name}_8bit_blockwise_grad_{d}" for d in ("fp32", "fp16", "bf16"))
-         for name in ("adam", "momentum", "rmsprop", "lion", "adagrad", "ademamix")}
+# bitsandbytes 0.50.2's 8-bit blockwise op takes no update norm: its CPU path runs "lamb" as Adam and
+# "lars" as momentum, with no update-norm clipping (LAMB8bit / LARS8bit clip only parameters small enough
+# for 32-bit state, through optimizer_update_32bit).
+_OPT8_KERNEL = {"adam": "adam", "momentum": "momentum", "rmsprop": "rmsprop", "lion": "lion", "adagrad": "adagrad",
+                "ademamix": "ademamix", "lamb": "adam", "lars": "momentum"}
+_OPT8 = {name: tuple(f"c{kernel}_8bit_blockwise_grad_{d}" for d in ("fp32", "fp16", "bf16"))
+         for name, kernel in _OPT8_KERNEL.items()}
 
 _lock = threading.Lock()
 _installed = None
@@ -289,31 +297,24 @@ def _dequantize_blockwise_out(A, absmax, code, blocksize, dtype, out):
 
 def _int8_vectorwise_quant(A, threshold=0.0):
     torch = _torch()
-    if A.dtype != torch.float16:
-        raise ValueError(f"kbit.bitsandbytes: A must be float16, not {A.dtype}")
+    _dt(A, "A")
     if threshold < 0.0:
         raise ValueError("kbit.bitsandbytes: threshold must be non-negative")
     out, row_stats, outlier_cols = _kf.int8_vectorwise_quant(A.contiguous(), threshold)
     if threshold > 0.0 and outlier_cols is None:
         outlier_cols = torch.empty(0, dtype=torch.int64, device=A.device)
-    if outlier_cols is not None and A.numel() // A.shape[-1] > 1 and outlier_cols.numel():
-        out.view(-1, A.shape[-1])[:, outlier_cols] = 0  # whole outlier columns, as bitsandbytes' result has
     return out, row_stats, outlier_cols
 
 
 def _int8_double_quant(A, threshold=0.0):
-    torch = _torch()
-    quant_row, row_stats, outlier_cols = _int8_vectorwise_quant(A, threshold)
-    absA = A.abs().view(-1, A.shape[-1])
-    mask = None
-    if threshold > 0.0:
-        mask = absA >= threshold
-        absA = absA.masked_fill(mask, 0.0)
-    col_stats = absA.amax(dim=0).float()
-    if mask is not None:
-        A = A.masked_fill(mask.view(A.shape), 0.0)
-    quant_col = torch.round(A.mul(127.0) / col_stats.unsqueeze(0)).to(torch.int8)
-    return quant_row, quant_col, row_stats, col_stats.flatten(), outlier_cols
+    _dt(A, "A")
+    if threshold < 0.0:
+        raise ValueError("kbit.bitsandbytes: threshold must be non-negative")
+    quant_row, quant_col, row_stats, col_stats, outlier_cols = _kf.int8_double_quant(A.contiguous(),
+                                                                                     threshold=threshold)
+    if threshold > 0.0 and outlier_cols is None:
+        outlier_cols = _torch().empty(0, dtype=_torch().int64, device=A.device)
+    return quant_row, quant_col, row_stats, col_stats, outlier_cols
 
 
 def _int8_linear_matmul_into(A, B, out):
@@ -359,8 +360,57 @@ def _optimizer_update_32bit(optimizer_name, g, p, state1, state2, unorm_vec, max
     for t in (g, p, state1, state2, unorm_vec):
         if t is not None and not t.is_contiguous():
             raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
+    n = g.numel()
+    f32 = _torch().float32
+    _check_state_sizes(f"optimizer_update_32bit({optimizer_name!r})", g, p, (
+        ("state1", state1, f32, (2 if optimizer_name == "ademamix" else 1) * n),
+        ("state2", state2, f32, n if optimizer_name in _TWO_STATE else None),
+        ("unorm_vec", unorm_vec, f32, 1 if max_unorm > 0.0 else None)))
+    norm_factor = None
+    if g.device.type == "cpu" and max_unorm > 0.0:
+        max_unorm, norm_factor = _cpu_update_norm(optimizer_name, max_unorm, beta1, beta2, step)
+        if norm_factor is None:
+            unorm_vec = None
     fn(g.data_ptr(), p.data_ptr(), state1.data_ptr(), _ptr(state2), _ptr(unorm_vec), max_unorm, param_norm, beta1,
        beta2, beta3, alpha, eps, weight_decay, step, lr, gnorm_scale, bool(skip_zeros), _int32("n", g.numel()))
+    if norm_factor is not None and unorm_vec is not None:
+        unorm_vec.sqrt_().mul_(norm_factor)
+
+
+_TWO_STATE = ("adam", "lamb", "ademamix")
+
+
+def _check_state_sizes(what, g, p, states):
+    """The C kernels read and write every state in place at the sizes the optimizer implies: a shorter
+    tensor would be overrun (bitsandbytes' AdEMAMix32bit allocates state1 at the parameter's size and
+    fails on its own CPU path), so each is checked first. states: (name, tensor, dtype, elements or
+    None where the kernel reads none)."""
+    if p.numel() != g.numel() or p.dtype != g.dtype:
+        raise ValueError(f"kbit.bitsandbytes: {what}: p ({p.dtype}, {p.numel()} elements) does not match g "
+                         f"({g.dtype}, {g.numel()} elements)")
+    for name, t, dtype, numel in states:
+        if numel is None:
+            continue
+        if t is None:
+            raise ValueError(f"kbit.bitsandbytes: {what}: {name} is required")
+        if t.dtype != dtype or t.numel() != numel or t.device != g.device:
+            raise ValueError(f"kbit.bitsandbytes: {what}: {name} is {t.dtype} with {t.numel()} elements on "
+                             f"{t.device}, the kernel needs {dtype} with {numel} on {g.device}")
+
+
+def _cpu_update_norm(optimizer_name, max_unorm, beta1, beta2, step):
+    """(max_unorm for the C call, factor turning its *unorm into bitsandbytes' CPU value, or None for no
+    clipping) so that update-norm clipping on CPU tensors is that of bitsandbytes' CPU path. The C
+    kernels clip as bitsandbytes' CUDA kernels do and leave the sum of squares in *unorm; the CPU path
+    stores the norm itself, measures Adam/LAMB's update before bias correction (m / (sqrt(v) + eps * c2),
+    c1 = 1 - beta1^t, c2 = sqrt(1 - beta2^t): c1 / c2 times the norm of the corrected update the C
+    kernel measures, so its limit is scaled by c2 / c1), and does not clip Lion, Adagrad or AdEMAMix."""
+    if optimizer_name in ("adam", "lamb"):
+        ratio = math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
+        return max_unorm * ratio, 1.0 / ratio
+    if optimizer_name in ("momentum", "lars", "rmsprop"):
+        return max_unorm, 1.0
+    return 0.0, None
 
 
 def _optimizer_update_8bit_blockwise(optimizer_name, g, p, state1, state2, beta1, beta2, beta3, alpha, eps, step,
@@ -373,6 +423,14 @@ def _optimizer_update_8bit_blockwise(optimizer_name, g, p, state1, state2, beta1
     for t in (g, p, state1, state2, qmap1, qmap2, absmax1, absmax2):
         if t is not None and not t.is_contiguous():
             raise ValueError("kbit.bitsandbytes: optimizer tensors must be contiguous (they are updated in place)")
+    torch = _torch()
+    n = g.numel()
+    k, blocks, two = (2 if optimizer_name == "ademamix" else 1), -(n // -256), optimizer_name in _TWO_STATE
+    _check_state_sizes(f"optimizer_update_8bit_blockwise({optimizer_name!r})", g, p, (
+        ("state1", state1, torch.uint8, k * n), ("absmax1", absmax1, torch.float32, k * blocks),
+        ("qmap1", qmap1, torch.float32, 256), ("state2", state2, torch.uint8, n if two else None),
+        ("absmax2", absmax2, torch.float32, blocks if two else None),
+        ("qmap2", qmap2, torch.float32, 256 if two else None)))
     fn(p.data_ptr(), g.data_ptr(), state1.data_ptr(), _ptr(state2), beta1, beta2, beta3, alpha, eps, step, lr,
        qmap1.data_ptr(), _ptr(qmap2), absmax1.data_ptr(), _ptr(absmax2), weight_decay, gnorm_scale, bool(skip_zeros),
        _int32("n", g.numel()))
@@ -449,6 +507,29 @@ def install():
         return done
 
 
+ENV = "KBIT_BITSANDBYTES"
+
+
+def autoload():
+    """bitsandbytes' "bitsandbytes.backends" entry point (pyproject.toml): `import bitsandbytes` calls
+    it, with no argument, once its own kernels are registered, so that an installed kbit serves
+    bitsandbytes' CPU ops with no code. KBIT_BITSANDBYTES=0 turns it off (1 or unset: on; any other
+    value raises ValueError, which bitsandbytes reports as a failed backend). A kbit that cannot open
+    its CPU backend warns (RuntimeWarning) and leaves bitsandbytes' own kernels in place rather than
+    break `import bitsandbytes`. Returns install()'s list, or None when off or failed."""
+    value = os.environ.get(ENV, "1").strip()
+    if value == "0":
+        return None
+    if value not in ("1", ""):
+        raise ValueError(f"kbit.bitsandbytes: {ENV}={value!r}: use 0 (off) or 1 (on, the default)")
+    try:
+        return install()
+    except (KbitError, OSError) as e:
+        warnings.warn(f"kbit.bitsandbytes: kbit's kernels were not registered with bitsandbytes ({e}); "
+                      f"bitsandbytes' own kernels stay. Set {ENV}=0 to silence this.", RuntimeWarning, stacklevel=2)
+        return None
+
+
 def installed():
     """The ops install() registered, or None before install()."""
     return None if _installed is None else list(_installed)
@@ -460,4 +541,4 @@ def devices():
     return None if _installed is None else list(_devices_served)
 
 
-__all__ = ["install", "installed", "devices", "OPS", "NOT_COVERED"]
+__all__ = ["install", "installed", "devices", "autoload", "ENV", "OPS", "NOT_COVERED"]

@@ -103,15 +103,18 @@ def _cases(torch, bnb):
             return {"p": p, "state1": s1, "state2": s2}
         add(f"optimizer_32bit-adam-{dt}", opt32)
 
-    for threshold in (0.0, 3.0):
-        def vq(threshold=threshold):
-            A = (torch.randn(16, 64, generator=gen(700)) * 1.5).half()
-            out, row_stats, cols = ops.int8_vectorwise_quant(A, threshold)
-            r = {"out": out, "row_stats": row_stats}
-            if cols is not None:
-                r["outlier_cols"] = cols
-            return r
-        add(f"int8_vectorwise_quant-{threshold}", vq)
+    for dt in DTYPES:  # bitsandbytes' CPU path: its default torch expression, for every float dtype
+        for threshold in (0.0, 3.0):
+            def vq(threshold=threshold, dtype=getattr(torch, dt)):
+                A = (torch.randn(16, 64, generator=gen(700)) * 1.5).to(dtype)
+                A[1, 5] = 2.999  # rounds to 3.0 in bf16 and fp16 (an outlier there), stays below it in fp32
+                A[2, 7] = -3.0
+                out, row_stats, cols = ops.int8_vectorwise_quant(A, threshold)
+                r = {"out": out, "row_stats": row_stats}
+                if cols is not None:
+                    r["outlier_cols"] = cols
+                return r
+            add(f"int8_vectorwise_quant-{dt}-{threshold}", vq)
 
     def mm():
         g = gen(800)
@@ -132,7 +135,8 @@ def _cases(torch, bnb):
     add("int8_mm_dequant", mmd)
 
     def dbl():
-        A = (torch.randn(16, 64, generator=gen(700)) * 1.5).half()  # the input of int8_vectorwise_quant-0.0
+        A = (torch.randn(16, 64, generator=gen(700)) * 1.5).half()  # the input of int8_vectorwise_quant-float16-0.0
+        A[1, 5], A[2, 7] = 2.999, -3.0
         qr, qc, rs, cs, cols = ops.int8_double_quant(A, 0.0)
         return {"A": A, "quant_row": qr, "quant_col": qc, "row_stats": rs, "col_stats": cs}
     add("int8_double_quant", dbl)
@@ -211,8 +215,10 @@ def legs(tmp_path_factory):
     out = {}
     for leg in ("bnb", "kbit"):
         path = d / f"{leg}.pt"
-        r = subprocess.run([sys.executable, __file__, leg, str(path)], env=env, capture_output=True, text=True,
-                           timeout=600)
+        # KBIT_BITSANDBYTES=0: a pip-installed kbit's entry point stays out of bitsandbytes' own leg
+        r = subprocess.run([sys.executable, __file__, leg, str(path)], env=dict(env, KBIT_BITSANDBYTES="0" if
+                                                                                 leg == "bnb" else "1"),
+                           capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"{leg} leg failed:\n{r.stdout}\n{r.stderr}"
         out[leg] = torch.load(path)
     return out
@@ -330,7 +336,7 @@ def test_int8_double_quant_runs_through_kbit(legs):
     # int8_vectorwise_quant and its column half is the torch expression of bitsandbytes' CUDA path.
     assert "error" in legs["bnb"]["results"]["int8_double_quant"]
     k = legs["kbit"]["results"]["int8_double_quant"]
-    v = legs["bnb"]["results"]["int8_vectorwise_quant-0.0"]
+    v = legs["bnb"]["results"]["int8_vectorwise_quant-float16-0.0"]
     assert _same_bytes(k["quant_row"], v["out"]) and _same_bytes(k["row_stats"], v["row_stats"])
     col = k["A"].abs().amax(0).float()
     assert _same_bytes(k["col_stats"], col)
