@@ -622,7 +622,7 @@ class PytorchLARS:
         if not params:
             raise ValueError("PytorchLARS: empty parameter list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]
-        self.param_groups = [dict(self.defaults, **g, params=list(g["params"])) for g in groups]
+        self.param_groups = [{**self.defaults, **g, "params": list(g["params"])} for g in groups]
         self._params = [p for g in self.param_groups for p in g["params"]]
         for i, p in enumerate(self._params):
             if not isinstance(p, np.ndarray) or p.dtype not in _SUFFIX:
