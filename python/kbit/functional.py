@@ -674,13 +674,8 @@ def dequantize_fp4(A, quant_state=None, absmax=None, out=None, blocksize=None):
     return dequantize_4bit(A, quant_state, absmax, out, blocksize, "fp4")
 
 
-def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None):
-    """out = A @ W^T for one activation row A (K elements, any leading 1-sized dims) and the 4-bit
-    weight W [N, K] given as its packed bytes B (bitsandbytes passes W.t() of the packed [(N*K+1)//2, 1]
-    tensor; only the bytes matter) and its QuantState. Accumulates in fp32; out has A.shape[:-1] + (N,)
-    and A's dtype. transposed_A / transposed_B are accepted for bitsandbytes compatibility and ignored,
-    as there."""
-    fn = "gemv_4bit"
+def _weight_4bit(fn, A, state):
+    """(ctx, A's Arr, N, K) of a product with the 4-bit weight W [N, K] of QuantState `state`."""
     if state is None:
         raise ValueError(f"{fn}: state cannot be None (pass the weight's QuantState)")
     ctx = Ctx(A)
@@ -688,7 +683,17 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     if len(state.shape) != 2:
         raise ValueError(f"{fn}: the weight of quant_state must be 2-D [N, K], not {state.shape}")
     N, K = state.shape
-    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    return ctx, _arg(ctx, fn, A, "A", FLOAT_DTYPES), N, K
+
+
+def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None):
+    """out = A @ W^T for one activation row A (K elements, any leading 1-sized dims) and the 4-bit
+    weight W [N, K] given as its packed bytes B (bitsandbytes passes W.t() of the packed [(N*K+1)//2, 1]
+    tensor; only the bytes matter) and its QuantState. Accumulates in fp32; out has A.shape[:-1] + (N,)
+    and A's dtype. transposed_A / transposed_B are accepted for bitsandbytes compatibility and ignored,
+    as there."""
+    fn = "gemv_4bit"
+    ctx, a, N, K = _weight_4bit(fn, A, state)
     a_shape = a.shape
     if not a_shape or a_shape[-1] != K or _numel(a_shape) != K:
         raise ValueError(f"{fn}: A must be one row of {K} elements (shape (..., {K}) with leading dims 1), "
@@ -717,14 +722,7 @@ def gemm_4bit(A, B, state, bias=None, out=None):
     nested block scales of 256-block nesting read as they are; bias has N elements of A's dtype; out has
     A.shape[:-1] + (N,) and A's dtype."""
     fn = "gemm_4bit"
-    if state is None:
-        raise ValueError(f"{fn}: state cannot be None (pass the weight's QuantState)")
-    ctx = Ctx(A)
-    _check_state(fn, state, four_bit=True)
-    if len(state.shape) != 2:
-        raise ValueError(f"{fn}: the weight of quant_state must be 2-D [N, K], not {state.shape}")
-    N, K = state.shape
-    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    ctx, a, N, K = _weight_4bit(fn, A, state)
     if not a.shape or a.shape[-1] != K:
         raise ValueError(f"{fn}: A must have shape (..., {K}), not {a.shape}")
     if K % 2:

@@ -47,7 +47,29 @@ def _c_name(name, bits, suffix):
     return f"c{name}32bit_grad_{suffix}"
 
 
-class Optimizer:
+class _Stepping:
+    """step() and zero_grad() over self.param_groups / self._params, calling self._update(i, p, g, group)
+    for each parameter with a gradient."""
+
+    def zero_grad(self):
+        pass  # gradients are passed to step(); nothing is kept
+
+    def step(self, grads=None):
+        """One optimizer step for every parameter with a gradient (see the module docstring)."""
+        if grads is None:
+            grads = [getattr(p, "grad", None) for p in self._params]
+        grads = list(grads)
+        if len(grads) != len(self._params):
+            raise ValueError(f"{type(self).__name__}.step: {len(grads)} gradients for {len(self._params)} parameters")
+        i = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if grads[i] is not None:
+                    self._update(i, p, grads[i], group)
+                i += 1
+
+
+class Optimizer(_Stepping):
     """Base of the optimizer classes: param groups, state initialisation, step counting, and the call
     of the kbit kernel for each parameter. Subclasses set `name` (the C kernel family) and defaults."""
 
@@ -142,23 +164,6 @@ class Optimizer:
         return betas[0], betas[1], 0.0, 0.0, group["eps"]
 
     # -- stepping -------------------------------------------------------------------------------
-
-    def zero_grad(self):
-        pass  # gradients are passed to step(); nothing is kept
-
-    def step(self, grads=None):
-        """One optimizer step for every parameter with a gradient (see the module docstring)."""
-        if grads is None:
-            grads = [getattr(p, "grad", None) for p in self._params]
-        grads = list(grads)
-        if len(grads) != len(self._params):
-            raise ValueError(f"{type(self).__name__}.step: {len(grads)} gradients for {len(self._params)} parameters")
-        i = 0
-        for group in self.param_groups:
-            for p in group["params"]:
-                if grads[i] is not None:
-                    self._update(i, p, grads[i], group)
-                i += 1
 
     def _update(self, i, p, g, group):
         cls = type(self).__name__
@@ -598,7 +603,7 @@ class LARS32bit(LARS):
         super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 32, min_8bit_size, max_unorm)
 
 
-class PytorchLARS:
+class PytorchLARS(_Stepping):
     """bitsandbytes' PytorchLARS on numpy: the reference LARS (SGD with momentum, dampening, optional
     Nesterov, coupled weight decay, then update-norm clipping against max_unorm * ||p||) in the
     parameter's float32 arithmetic, no kbit kernel. Parameters and step(grads) as the other optimizers;
@@ -629,23 +634,8 @@ class PytorchLARS:
                 raise TypeError(f"PytorchLARS: parameter {i} must be a numpy float32, float16 or bfloat16 array")
         self.state = {}
 
-    def zero_grad(self):
-        pass
-
-    def step(self, grads=None):
-        if grads is None:
-            grads = [getattr(p, "grad", None) for p in self._params]
-        grads = list(grads)
-        if len(grads) != len(self._params):
-            raise ValueError(f"PytorchLARS.step: {len(grads)} gradients for {len(self._params)} parameters")
-        i = 0
-        for group in self.param_groups:
-            for p in group["params"]:
-                if grads[i] is not None:
-                    self._update(i, p, np.asarray(grads[i]), group)
-                i += 1
-
     def _update(self, i, p, g, group):
+        g = np.asarray(g)
         if g.shape != p.shape or g.dtype != p.dtype:
             raise ValueError(f"PytorchLARS.step: gradient {i} is {g.dtype.name} {g.shape}, its parameter "
                              f"{p.dtype.name} {p.shape}")
@@ -749,6 +739,7 @@ PagedLion, PagedLion8bit, PagedLion32bit = map(_paged_variant, (Lion, Lion8bit, 
 __all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
            "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",
            "RMSprop", "RMSprop8bit", "RMSprop32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit", "LAMB", "LAMB8bit",
-           "LAMB32bit", "LARS", "LARS8bit", "LARS32bit", "PytorchLARS", "GlobalOptimManager", "PagedAdam", "PagedAdam8bit", "PagedAdam32bit", "PagedAdamW", "PagedAdamW8bit",
+           "LAMB32bit", "LARS", "LARS8bit", "LARS32bit", "PytorchLARS", "GlobalOptimManager", "PagedAdam",
+           "PagedAdam8bit", "PagedAdam32bit", "PagedAdamW", "PagedAdamW8bit",
            "PagedAdamW32bit", "PagedAdEMAMix", "PagedAdEMAMix8bit", "PagedAdEMAMix32bit", "PagedLion",
            "PagedLion8bit", "PagedLion32bit"]

@@ -14,21 +14,17 @@ Refuses to record under torch's DEFAULT (non-vectorised) CPU kernels, whose lins
 the golden is the table a bitsandbytes user on an AVX2 or AVX-512 machine gets.
 Writes tests/golden/dynamic_map.bin (256 float32 per case) and tests/golden/dynamic_map.json (index).
 """
-import sys
 
 import bitsandbytes
 import bitsandbytes.functional as bnbf
 import numpy as np
 import torch
 
-from golden_blob import GOLDEN_DIR, Blob
+from golden_blob import GOLDEN_DIR, Blob, torch_capability
 
 
 def main():
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability not in ("AVX2", "AVX512"):
-        sys.exit(f"gen_dynamic_map.py: torch runs its {capability} CPU kernels; record on an AVX2 or AVX-512 "
-                 "machine without ATEN_CPU_CAPABILITY=default")
+    capability = torch_capability("gen_dynamic_map.py")
     blob = Blob()
     cases, rejected = [], []
     for signed in (True, False):

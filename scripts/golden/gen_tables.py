@@ -12,15 +12,13 @@ kbit refuses them too. Like gen_dynamic_map.py it refuses torch's DEFAULT (non-v
 kernels, whose linspace rounds differently. Writes tests/golden/tables.bin (float32 arrays) and
 tests/golden/tables.json (index).
 """
-import sys
-
 import bitsandbytes
 import bitsandbytes.functional as bnbf
 import numpy as np
 import scipy
 import torch
 
-from golden_blob import Blob
+from golden_blob import Blob, torch_capability
 
 NORMAL_OFFSETS = (0.9677083, 0.99, 0.8, 0.6)
 
@@ -48,10 +46,7 @@ def calls():
 
 
 def main():
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability not in ("AVX2", "AVX512"):
-        sys.exit(f"gen_tables.py: torch runs its {capability} CPU kernels; record on an AVX2 or AVX-512 machine "
-                 "without ATEN_CPU_CAPABILITY=default")
+    capability = torch_capability("gen_tables.py")
     blob = Blob()
     cases = []
     for name, kwargs in calls():

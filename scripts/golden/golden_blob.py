@@ -17,6 +17,18 @@ def bnb_cpu_library():
     return hits[0] if hits else None
 
 
+def torch_capability(script):
+    """torch's CPU kernel set, after refusing its DEFAULT (non-vectorised) kernels, whose linspace rounds
+    differently: goldens are what a bitsandbytes user on an AVX2 or AVX-512 machine gets."""
+    import sys
+    import torch
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in ("AVX2", "AVX512"):
+        sys.exit(f"{script}: torch runs its {capability} CPU kernels; record on an AVX2 or AVX-512 machine "
+                 "without ATEN_CPU_CAPABILITY=default")
+    return capability
+
+
 class Blob:
     """Arrays written one after another, little-endian, as raw bytes."""
 
