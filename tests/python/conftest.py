@@ -25,6 +25,29 @@ def subprocess_env(**extra):
     return env
 
 
+def child_legs(script, directory):
+    """Runs `python script LEG OUT` for LEG "bnb" (bitsandbytes as installed; KBIT_BITSANDBYTES=0 keeps a
+    pip-installed kbit's entry point out) and "kbit", and returns {leg: what the child torch.save'd}."""
+    import subprocess
+    import torch
+    out = {}
+    for leg in ("bnb", "kbit"):
+        path = Path(directory) / f"{leg}.pt"
+        r = subprocess.run([sys.executable, str(script), leg, str(path)], capture_output=True, text=True,
+                           timeout=600, env=subprocess_env(KBIT_BITSANDBYTES="0" if leg == "bnb" else "1"))
+        assert r.returncode == 0, f"{leg} leg failed:\n{r.stdout}\n{r.stderr}"
+        out[leg] = torch.load(path)
+    return out
+
+
+def child_main(child):
+    """The child side of child_legs, for `python script LEG OUT`: torch.save's child(LEG) (a dict of meta and
+    results) to OUT and exits 0."""
+    import torch
+    torch.save(child(sys.argv[1]), sys.argv[2])
+    sys.exit(0)
+
+
 def misaligned(a):
     """A copy of `a` whose data starts one byte past an aligned address (flags.aligned False)."""
     buf = np.zeros(a.nbytes + 16, np.uint8)

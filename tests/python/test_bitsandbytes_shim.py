@@ -5,13 +5,9 @@ The same seeded cases run in two child interpreters: one with bitsandbytes as in
 after kbit.bitsandbytes.install() ("kbit"); each writes its results with torch.save. This file is
 also the child's script (python test_bitsandbytes_shim.py LEG OUT)."""
 import ctypes
-import os
-import subprocess
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -171,7 +167,7 @@ def _cases(torch, bnb):
     return cases
 
 
-def _child(leg, out_path):
+def _child(leg):
     import torch
     import bitsandbytes as bnb
     import bitsandbytes.functional  # noqa: F401
@@ -189,12 +185,12 @@ def _child(leg, out_path):
             results[name] = {k: v.detach().clone() for k, v in fn().items()}
         except Exception as e:  # recorded, compared by the parent
             results[name] = {"error": f"{type(e).__name__}: {e}"}
-    torch.save({"meta": meta, "results": results}, out_path)
+    return {"meta": meta, "results": results}
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
-    sys.exit(0)
+    from conftest import child_main
+    child_main(_child)
 
 
 # ---- the tests ------------------------------------------------------------------------------------
@@ -203,25 +199,14 @@ torch = pytest.importorskip("torch", reason="torch not installed: kbit.bitsandby
 bnb = pytest.importorskip("bitsandbytes", reason="bitsandbytes not installed")
 import kbit  # noqa: E402
 import kbit.bitsandbytes as kbnb  # noqa: E402
+from conftest import child_legs  # noqa: E402
 
 CASE_NAMES = [name for name, _ in _cases(torch, bnb)]
 
 
 @pytest.fixture(scope="session")
 def legs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bnb_shim")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    out = {}
-    for leg in ("bnb", "kbit"):
-        path = d / f"{leg}.pt"
-        # KBIT_BITSANDBYTES=0: a pip-installed kbit's entry point stays out of bitsandbytes' own leg
-        r = subprocess.run([sys.executable, __file__, leg, str(path)], env=dict(env, KBIT_BITSANDBYTES="0" if
-                                                                                 leg == "bnb" else "1"),
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"{leg} leg failed:\n{r.stdout}\n{r.stderr}"
-        out[leg] = torch.load(path)
-    return out
+    return child_legs(__file__, tmp_path_factory.mktemp("bnb_shim"))
 
 
 def _bits(t):

@@ -9,13 +9,9 @@ as installed, KBIT_BITSANDBYTES=0 so that an installed kbit's entry point stays 
 Each run has three parameters: W float32 [64, 80] (5120 elements: 8-bit state for the 8-bit classes),
 V bfloat16 [32, 160] (8-bit state too) and b float32 [80] (below min_8bit_size: always 32-bit state).
 The bounds are derived in the tests below."""
-import os
-import subprocess
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 4
 SHAPES = (("W", (64, 80), "float32"), ("V", (32, 160), "bfloat16"), ("b", (80,), "float32"))
 # Constructor arguments beside the parameters, per family (the class name without Paged / 8bit / 32bit).
@@ -39,7 +35,7 @@ def optimizer_classes(torch, bnb):
                   and issubclass(getattr(bnb.optim, n), torch.optim.Optimizer) and n != "PytorchLARS")
 
 
-def _child(leg, out_path):
+def _child(leg):
     import warnings
 
     import torch
@@ -72,33 +68,24 @@ def _child(leg, out_path):
                 if isinstance(v, torch.Tensor) and not key.startswith("qmap"):
                     r[f"{pname}.{key}"] = v.detach().clone()
         results[name] = r
-    torch.save({"meta": meta, "results": results}, out_path)
+    return {"meta": meta, "results": results}
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
-    sys.exit(0)
+    from conftest import child_main
+    child_main(_child)
 
 
 torch = pytest.importorskip("torch", reason="torch not installed: kbit.bitsandbytes needs torch and bitsandbytes")
 bnb = pytest.importorskip("bitsandbytes", reason="bitsandbytes not installed")
-from conftest import subprocess_env  # noqa: E402
+from conftest import child_legs  # noqa: E402
 
 NAMES = optimizer_classes(torch, bnb)
 
 
 @pytest.fixture(scope="session")
 def legs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bnb_optimizers")
-    out = {}
-    for leg in ("bnb", "kbit"):
-        path = d / f"{leg}.pt"
-        env = subprocess_env(KBIT_BITSANDBYTES="0" if leg == "bnb" else "1")
-        r = subprocess.run([sys.executable, __file__, leg, str(path)], env=env, capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, f"{leg} leg failed:\n{r.stdout}\n{r.stderr}"
-        out[leg] = torch.load(path)
-    return out
+    return child_legs(__file__, tmp_path_factory.mktemp("bnb_optimizers"))
 
 
 def test_every_class_is_covered():
