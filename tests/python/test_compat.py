@@ -106,7 +106,8 @@ def test_int8_vectorwise_quant_zero_row_and_bad_input():
     A[1] = 1.0
     out, stats, _ = F.int8_vectorwise_quant(A)
     assert np.array_equal(out[0], np.zeros(8, np.int8)) and np.array_equal(out[1], np.full(8, 127, np.int8))
-    with pytest.raises(TypeError, match="int8_vectorwise_quant: A must have dtype float16, float32, bfloat16, not int8"):
+    with pytest.raises(TypeError, match="int8_vectorwise_quant: A must have dtype float16, float32, bfloat16, "
+                                        "not int8"):
         F.int8_vectorwise_quant(np.zeros((2, 8), np.int8))
     with pytest.raises(ValueError, match="int8_vectorwise_quant: threshold must be >= 0, not -1.0"):
         F.int8_vectorwise_quant(A, -1.0)
