@@ -481,12 +481,14 @@ def install():
     opens a CUDA backend (the calls then get torch's current stream where the C function takes one, as
     bitsandbytes' CUDA path passes it). Returns the list of ops registered. Idempotent."""
     global _installed, _devices_served
+    torch = _torch()
+    # Before the lock: a first `import bitsandbytes` defines the ops, registers bitsandbytes' own kernels
+    # and, with kbit pip-installed, calls autoload() and so install() itself (which must not wait on it).
+    import bitsandbytes  # noqa: F401
+    import bitsandbytes.functional as bnbf
     with _lock:
         if _installed is not None:
             return list(_installed)
-        torch = _torch()
-        import bitsandbytes  # noqa: F401  (defines the ops and registers its own kernels first)
-        import bitsandbytes.functional as bnbf
         backend_for("cpu")  # open the CPU backend now: a missing library fails here, not in a layer
         devices = ["cpu"] + (["cuda"] if _cuda_served(torch) else [])
         done = []

@@ -66,6 +66,17 @@ def test_import_bitsandbytes_routes_cpu_ops_to_kbit():
     assert res["again"] == res["installed"]  # install() after the entry point: the same ops, nothing twice
 
 
+def test_install_before_importing_bitsandbytes():
+    # install() imports bitsandbytes, whose entry point calls install() again from inside that import (the
+    # pytest plugin of scripts/test-bitsandbytes does this): one registration, no deadlock.
+    code = ("import kbit.bitsandbytes as kb, json; first = kb.install(); "
+            "print(json.dumps([first, kb.install(), kb.installed()]))")
+    r = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    first, again, installed = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(first) == sorted(kbnb.OPS) and again == first and installed == first
+
+
 def test_kbit_bitsandbytes_0_turns_it_off():
     res = run(KBIT_BITSANDBYTES="0")
     assert res["installed"] is None and res["call"] == "ok"  # bitsandbytes' own kernel served the call
