@@ -99,10 +99,50 @@ HWY_INLINE void StoreFromFloat(DF df, hn::Vec<DF> v, kbit_bf16* p, bool stream =
 
 // (v > m) ? v : m, so a NaN v leaves m: ref::absmax_fold's rule. x86 (v)maxps returns its second
 // operand unless the first is greater, and Highway's Max on its x86 targets is exactly that.
+// AArch64's FMAX returns NaN when either is NaN, so there the rule is spelled out (compare, select).
 template <class V>
 HWY_INLINE V MaxIgnoringNaN(V v, V m) {
-    static_assert(HWY_ARCH_X86, "Max's NaN rule is x86's");
+#if HWY_ARCH_X86
     return hn::Max(v, m);
+#else
+    return hn::IfThenElse(hn::Gt(v, m), v, m);
+#endif
+}
+
+// Products with x86's NaN bits (behaviour §1.1; per lane what kbit_nan_x86.h's mul_rn and fma_rn
+// give): a NaN result is the first NaN operand made quiet, else 0xFFC00000 (an invalid operation).
+// On x86 targets the instructions give exactly that; AArch64 returns its default NaN 0x7FC00000 for
+// an invalid operation, so there NaN lanes are rebuilt.
+template <class D>
+HWY_INLINE hn::Vec<D> FirstNanX86(D d, hn::Vec<D> r, hn::Vec<D> a, hn::Vec<D> b) {
+#if HWY_ARCH_X86
+    (void)d, (void)a, (void)b;
+    return r;
+#else
+    const hn::RebindToUnsigned<D> du;
+    const auto quiet = hn::Set(du, 0x00400000u);
+    const auto quiet_b = hn::BitCast(d, hn::Or(hn::BitCast(du, b), quiet));
+    const auto nan = hn::IfThenElse(hn::IsNaN(a), hn::BitCast(d, hn::Or(hn::BitCast(du, a), quiet)),
+                                    hn::IfThenElse(hn::IsNaN(b), quiet_b, hn::BitCast(d, hn::Set(du, 0xFFC00000u))));
+    return hn::IfThenElse(hn::IsNaN(r), nan, r);
+#endif
+}
+template <class D>
+HWY_INLINE hn::Vec<D> MulX86Nan(D d, hn::Vec<D> a, hn::Vec<D> b) {
+    return FirstNanX86(d, hn::Mul(a, b), a, b);
+}
+// a * b + c, one rounding: c's NaN when only c is NaN, else as FirstNanX86 of a and b.
+template <class D>
+HWY_INLINE hn::Vec<D> MulAddX86Nan(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c) {
+    const auto r = hn::MulAdd(a, b, c);
+#if HWY_ARCH_X86
+    return r;
+#else
+    const hn::RebindToUnsigned<D> du;
+    const auto only_c = hn::AndNot(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::IsNaN(c));
+    const auto quiet_c = hn::BitCast(d, hn::Or(hn::BitCast(du, c), hn::Set(du, 0x00400000u)));
+    return hn::IfThenElse(hn::And(only_c, hn::IsNaN(r)), quiet_c, FirstNanX86(d, r, a, b));
+#endif
 }
 
 // absmax_fold (kbit_formats.h) over x[0, len) from `start` (absmax_start), on fp32 lanes: the block

@@ -41,8 +41,10 @@ template <class T>
 const Quant4bitKernels<T>& quant_4bit_kernels() {
     static const Quant4bitKernels<T> table = [] {
         Quant4bitKernels<T> t{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
+#if !KBIT_CPU_ARM64  // x86-only kernels (cpu_isa.h); AArch64 keeps the reference's slots
         override_for_active_isa(t, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
         override_for_active_isa(t, &N_AVX3::OverrideBucketQuantizer<T>, nullptr);
+#endif
         return t;
     }();
     return table;
@@ -51,7 +53,9 @@ const Quant4bitKernels<T>& quant_4bit_kernels() {
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize) {
     static const Dot4bitKernels table = [] {
         Dot4bitKernels t = ref_dot_4bit_kernels();
+#if !KBIT_CPU_ARM64
         override_for_active_isa(t, &N_AVX3::OverrideDot, &N_AVX2::OverrideDot);
+#endif
         return t;
     }();
     return table.supports(k, row_elems, blocksize) ? table : ref_dot_4bit_kernels();
@@ -60,7 +64,9 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 const Prefill4bitKernels& prefill_4bit_kernels() {
     static const Prefill4bitKernels table = [] {
         Prefill4bitKernels t{&never, &no_panel, &ref_prefill_rows};
+#if !KBIT_CPU_ARM64
         override_for_active_isa(t, &N_AVX3::OverridePrefill, &N_AVX2::OverridePrefill);
+#endif
         return t;
     }();
     return table;

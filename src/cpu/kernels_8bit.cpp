@@ -48,8 +48,10 @@ const Blockwise8Kernels<T>& blockwise8_kernels() {
         Blockwise8Kernels<T> t{false, &ref_quantize<T>, &ref_dequantize<T>};
         // Dequantize under avx512: AVX3's gathers beat AVX2's 8 assembled look-ups per vector (one
         // Sapphire Rapids core, 64M codes: fp32 21.8 -> 25.0 GB/s, fp16 11.4 -> 13.2, bf16 10.5 -> 17.1).
-        override_for_active_isa(t, &N_AVX3::OverrideBlockwise8<T>, &N_AVX2::OverrideBlockwise8<T>);
+        override_for_active_isa(t, KBIT_HWY_HOOKS(OverrideBlockwise8<T>));
+#if !KBIT_CPU_ARM64
         override_blockwise8_avx512vbmi(t);
+#endif
         return t;
     }();
     return table;
@@ -58,7 +60,7 @@ const Blockwise8Kernels<T>& blockwise8_kernels() {
 const Int8Kernels& int8_kernels() {
     static const Int8Kernels table = [] {
         Int8Kernels t{&ref_vector_quant, &ref_dequant_mm, &ref::int8_outlier_flags, &ref::int8_outlier_matmul_rows};
-        override_for_active_isa(t, &N_AVX3::OverrideInt8, &N_AVX2::OverrideInt8);
+        override_for_active_isa(t, KBIT_HWY_HOOKS(OverrideInt8));
         return t;
     }();
     return table;
@@ -67,7 +69,7 @@ const Int8Kernels& int8_kernels() {
 const IgemmKernels& igemm_kernels() {
     static const IgemmKernels table = [] {
         IgemmKernels t{&no_library, &ref_igemm_s32};
-        override_for_active_isa(t, &N_AVX3::OverrideIgemm, &N_AVX2::OverrideIgemm);
+        override_for_active_isa(t, KBIT_HWY_HOOKS(OverrideIgemm));
         override_igemm_onednn(t);
         return t;
     }();

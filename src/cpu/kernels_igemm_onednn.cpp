@@ -24,6 +24,9 @@ constexpr int kAvx512CoreVnni = 0x67;  // dnnl_cpu_isa_avx512_core_vnni: a set o
 
 GemmS8S8S32 exact_onednn_gemm() {
     static const GemmS8S8S32 gemm = []() -> GemmS8S8S32 {
+#if KBIT_CPU_ARM64
+        return nullptr;  // oneDNN is exact only with AVX-512 VNNI
+#else
         if (!isa_at_least(Isa::Avx512) || !__builtin_cpu_supports("avx512vnni")) return nullptr;
         void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
         if (lib == nullptr) return nullptr;
@@ -34,6 +37,7 @@ GemmS8S8S32 exact_onednn_gemm() {
             return nullptr;
         }
         return fn;  // the library stays loaded for the process
+#endif
     }();
     return gemm;
 }

@@ -71,10 +71,16 @@ HWY_INLINE hn::Vec<D32> MulPairs(D32 d32, V16 a, V16 b) {
 
 // acc += MulPairs(a, b), pinned to acc's register: without the empty asm, GCC 12 schedules all
 // products first and then runs out of the 16 AVX2 registers (spilling accumulators every step).
+// AArch64 has 32 vector registers (and SVE's sizeless vectors no .raw): no pin there.
+#if HWY_ARCH_X86
+#define KBIT_PIN_REGISTER(acc) asm("" : "+x"(acc.raw))
+#else
+#define KBIT_PIN_REGISTER(acc) (void)0
+#endif
 #define KBIT_MADD_INTO(acc, a, b)                     \
     do {                                              \
         acc = hn::Add(acc, MulPairs(d32, a, b));      \
-        asm("" : "+x"(acc.raw));                      \
+        KBIT_PIN_REGISTER(acc);                       \
     } while (0)
 
 // Accumulators of a tile of TB tokens (2 vectors of lanes) x 5 outputs, over kb more K pairs; `acc`

@@ -7,7 +7,7 @@ namespace kbit::cpu {
 const ref::OptimKernels& optim_kernels() {
     static const ref::OptimKernels table = [] {
         ref::OptimKernels t = ref::optim_kernels();
-        override_for_active_isa(t, &N_AVX3::OverrideOptim, &N_AVX2::OverrideOptim);
+        override_for_active_isa(t, KBIT_HWY_SIZED_HOOKS(OverrideOptim));
         return t;
     }();
     return table;

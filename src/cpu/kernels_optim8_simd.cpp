@@ -22,7 +22,7 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace kbit::cpu::HWY_NAMESPACE {
-#if KBIT_HWY_KERNEL_TARGET
+#if KBIT_HWY_SIZED_KERNEL_TARGET  // VConsts holds vectors: not SVE's sizeless ones (cpu_isa.h)
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -274,8 +274,9 @@ struct Simd {
         const DF df;
         const int64_t N = static_cast<int64_t>(hn::Lanes(df));
         const VConsts k(c);
-        const int64_t vecs = kNormLanes / N;  // vectors per group of kNormLanes elements: 2 or 1
-        VF acc[2] = {k.zero, k.zero};
+        const int64_t vecs = kNormLanes / N;  // vectors per group of kNormLanes elements: 4, 2 or 1
+        VF acc[kNormLanes / 4];               // 4: NEON's 128-bit vectors
+        for (VF& a : acc) a = k.zero;
         const int64_t begin = chunk * kNormChunk, end = std::min(begin + kNormChunk, m.n);
         const T* grad = static_cast<const T*>(m.g);
         int64_t i = begin;
@@ -423,6 +424,6 @@ struct Simd {
 }  // namespace
 
 void OverrideOptim(ref::OptimKernels& t) { t = ref::make_kernels<Simd>(); }
-#endif  // KBIT_HWY_KERNEL_TARGET
+#endif  // KBIT_HWY_SIZED_KERNEL_TARGET
 }  // namespace kbit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -28,8 +28,13 @@ kbit_status bnb_cpu_gemv_4bit(const char*, QuantType qt, int64_t M, int64_t N, i
 }
 
 int bnb_cpu_has(CpuFeature feature) {
+#if KBIT_CPU_ARM64
+    (void)feature;
+    return 0;  // AVX-512 queries: never on AArch64
+#else
     const bool avx512 = cpu::isa_at_least(cpu::Isa::Avx512);
     return feature == CpuFeature::Avx512F ? avx512 : avx512 && __builtin_cpu_supports("avx512bf16");
+#endif
 }
 
 }  // namespace kbit::ops

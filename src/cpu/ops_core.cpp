@@ -17,7 +17,9 @@ namespace {
 std::string describe() {
     using namespace kbit::cpu;
     std::string s = "x86-64 CPU, kernels: ";
-#if !(defined(__x86_64__) || defined(__i386__))
+#if defined(__aarch64__)
+    s = "AArch64 CPU, kernels: ";
+#elif !(defined(__x86_64__) || defined(__i386__))
     s = "CPU, kernels: ";
 #endif
     s += isa_name(active_isa());

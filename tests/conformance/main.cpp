@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
                                                     "(default: cpu; with --trampolines: libkbit.so's default)") |
                 Opt(trampolines)["--trampolines"]("call every function through libkbit.so's exports") |
                 Opt(required_kernels, "isa")["--require-kernels"](
-                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi)") |
+                    "exit 77 (skipped) unless the backend's info says it runs these kernels (ref, avx2, avx512, avx512vbmi; AArch64: neon, sve, sve2)") |
                 Opt(function, "name")["--function"]("run the test cases that call this exported function (tag [fn:NAME])") |
                 Opt(list_functions)["--list-functions"](
                     "list the backend's functions with the number of test cases that call each; exit 1 if one has none") |

@@ -255,5 +255,7 @@ TEST_CASE("bnb_cpu: feature queries name the kernels in use", "[bnb_cpu][core]"
     CHECK(backend().bnb_cpu_version == ((KBIT_BNB_CPU_VERSION_MAJOR << 16) | KBIT_BNB_CPU_VERSION_MINOR));
     CHECK(f->has_avx512f_cpu() == avx512);
     if (!avx512) CHECK_FALSE(f->has_avx512bf16_cpu());
+#if defined(__x86_64__)
     if (avx512) CHECK(f->has_avx512bf16_cpu() == static_cast<bool>(__builtin_cpu_supports("avx512bf16")));
+#endif
 }
