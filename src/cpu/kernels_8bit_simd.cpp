@@ -110,10 +110,10 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
             for (int64_t j = 0; j < m; j += 64) hwy::Prefetch(a + j + 2048);
             if (stream) {
                 for (int64_t j = 0; j < mv; j += N)
-                    StoreFromFloat(df, hn::Mul(LookupCode8(df, code, a + j), vscale), out + i + j, true);
+                    StoreFromFloat(df, MulX86Nan(df, LookupCode8(df, code, a + j), vscale), out + i + j, true);
             } else {
                 for (int64_t j = 0; j < mv; j += N)
-                    StoreFromFloat(df, hn::Mul(LookupCode8(df, code, a + j), vscale), out + i + j, false);
+                    StoreFromFloat(df, MulX86Nan(df, LookupCode8(df, code, a + j), vscale), out + i + j, false);
             }
             for (int64_t j = mv; j < m; ++j) out[i + j] = Elem<T>::store(code[a[j]] * scale);
             i += m;

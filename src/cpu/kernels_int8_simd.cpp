@@ -94,9 +94,10 @@ void DequantMm(const int32_t* A, const float* rowStats, const float* colStats, k
         const auto rs = hn::Set(df, rowStats[r]);
         int64_t c = 0;
         for (; c + N <= cols; c += N) {
-            const auto scaled = hn::Mul(hn::Mul(hn::ConvertTo(df, hn::LoadU(di, a + c)), rs), hn::LoadU(df, colStats + c));
+            const auto scaled =
+                MulX86Nan(df, MulX86Nan(df, hn::ConvertTo(df, hn::LoadU(di, a + c)), rs), hn::LoadU(df, colStats + c));
             const auto b = bias != nullptr ? LoadAsFloat(df, bias + c) : hn::Zero(df);
-            StoreFromFloat(df, hn::MulAdd(scaled, k, b), y + c);  // one fused rounding, as fmaf
+            StoreFromFloat(df, MulAddX86Nan(df, scaled, k, b), y + c);  // one fused rounding, as fmaf
         }
         if (c < cols)
             ref::dequant_mm_int32_fp16(a + c, rowStats + r, colStats + c, y + c, bias != nullptr ? bias + c : nullptr, 1,

@@ -40,7 +40,8 @@ template <class T>
 void dequantize_4bit_range(QuantType qt, const uint8_t* A, const float* absmax, T* out, int64_t blocksize,
                            int64_t i0, int64_t i1) {
     const float* lut = lut_4bit(qt);
-    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(lut[nibble_at(A, i)] * absmax[i / blocksize]);
+    // mul_rn: x86's NaN bits on every host (behaviour §1.1), as for every dequantizer output below.
+    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(mul_rn(lut[nibble_at(A, i)], absmax[i / blocksize]));
 }
 
 template <class T>
@@ -146,8 +147,8 @@ void nested_absmax_quantize(const float* absmax, const float* code, uint8_t* qab
 void nested_absmax_dequantize(const uint8_t* qabsmax, const float* code, const float* nested_absmax, float offset,
                               float* absmax, int64_t blocks, int64_t nested_blocksize) {
     for (int64_t b = 0; b < blocks; ++b) {
-        const float scaled = code[qabsmax[b]] * nested_absmax[b / nested_blocksize];
-        absmax[b] = scaled + offset;
+        const float scaled = mul_rn(code[qabsmax[b]], nested_absmax[b / nested_blocksize]);
+        absmax[b] = add_rn(scaled, offset);
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include "kbit_code8.h"
 #include "kbit_half.h"
+#include "kbit_nan_x86.h"  // x86's NaN bits in dequantized outputs on every host (behaviour §1.1)
 
 namespace kbit::ref {
 
@@ -31,7 +32,7 @@ void quantize_blockwise_8bit(const float* code, const T* A, float* absmax, uint8
 template <class T>
 void dequantize_blockwise_8bit_range(const float* code, const uint8_t* A, const float* absmax, T* out,
                                      int64_t blocksize, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(code[A[i]] * absmax[i / blocksize]);
+    for (int64_t i = i0; i < i1; ++i) out[i] = Elem<T>::store(mul_rn(code[A[i]], absmax[i / blocksize]));
 }
 
 template <class T>
@@ -110,9 +111,9 @@ void dequant_mm_int32_fp16(const int32_t* A, const float* rowStats, const float*
                            const kbit_half* bias, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
-            const float scaled = static_cast<float>(A[r * cols + c]) * rowStats[r] * colStats[c];
+            const float scaled = mul_rn(mul_rn(static_cast<float>(A[r * cols + c]), rowStats[r]), colStats[c]);
             const float b = bias != nullptr ? half_to_float(bias[c].bits) : 0.0f;
-            out[r * cols + c].bits = float_to_half(std::fma(scaled, kMmDequantScale, b));
+            out[r * cols + c].bits = float_to_half(fma_rn(scaled, kMmDequantScale, b));
         }
 }
 

@@ -1,6 +1,7 @@
 // 4-bit blockwise dequantization (cdequantize_blockwise_<dtype>_<nf4|fp4>, kbit_dequantize_4bit):
 // exact bytes against the formula RN_T(LUT[nibble] * absmax), on random bytes, special scales,
 // FP4's -0.0, odd n, large tensors across threads (streaming stores) and unaligned outputs.
+#include "kbit_nan_x86.h"
 #include "test_4bit_util.h"
 
 using namespace kbit_test;
@@ -20,7 +21,8 @@ std::vector<float> scales(size_t blocks, uint32_t seed) {
     return v;
 }
 
-// The definition, written out independently of the reference: one fp32 product, one RN to T.
+// The definition, written out independently of the reference: one fp32 product (NaN results with
+// x86's bits on every host, behaviour §1.1: kbit::mul_rn), one RN to T.
 template <class T>
 std::vector<T> expected(QuantType q, const std::vector<uint8_t>& packed, const std::vector<float>& absmax,
                         int64_t bs, int64_t n) {
@@ -28,7 +30,7 @@ std::vector<T> expected(QuantType q, const std::vector<uint8_t>& packed, const s
     std::vector<T> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
         const int nib = (i % 2 == 0) ? packed[i / 2] >> 4 : packed[i / 2] & 15;
-        out[i] = kbit::Elem<T>::store(lut[nib] * absmax[i / bs]);
+        out[i] = kbit::Elem<T>::store(kbit::mul_rn(lut[nib], absmax[i / bs]));
     }
     return out;
 }
