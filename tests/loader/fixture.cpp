@@ -188,6 +188,22 @@ std::string version(uint32_t packed) {
     return std::to_string(KBIT_VERSION_MAJOR_OF(packed)) + "." + std::to_string(KBIT_VERSION_MINOR_OF(packed));
 }
 
+std::string foreign_machine() {
+#if defined(__aarch64__)
+    return "x86-64 (ELF machine 62)";
+#else
+    return "AArch64 (ELF machine 183)";
+#endif
+}
+
+const char* foreign_fake() {
+#if defined(__aarch64__)
+    return "x86_64";
+#else
+    return "aarch64";
+#endif
+}
+
 std::string this_machine() {
 #if defined(__x86_64__)
     return "x86-64 (62)";

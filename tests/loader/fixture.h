@@ -159,5 +159,9 @@ std::string version(uint32_t packed);
 
 // What this process is, as the loader names it in ELF machine mismatches ("x86-64 (62)").
 std::string this_machine();
+// The other 64-bit machine the foreign fakes are built for (libkbit_crafted64.so and, with clang, the
+// real fake foreign_fake()): AArch64 on x86-64, x86-64 on AArch64; as the loader names it.
+std::string foreign_machine();
+const char* foreign_fake();
 
 }  // namespace loader_test

@@ -47,7 +47,7 @@ TEST_CASE_METHOD(Scenario, "discovery: nothing to find", "[discovery]") {
 
 TEST_CASE_METHOD(Scenario, "discovery: every candidate with its stage, and one bad file never hides the others",
                  "[discovery]") {
-    for (const char* v : {"good", "best", "probe0", "notelf", "coremajor2", "noversion", "unresolved", "craftedarm64"})
+    for (const char* v : {"good", "best", "probe0", "notelf", "coremajor2", "noversion", "unresolved", "crafted64"})
         dir.add(fake(v));
     Report rep(l);
     struct Expect {
@@ -57,7 +57,7 @@ TEST_CASE_METHOD(Scenario, "discovery: every candidate with its stage, and one b
     const Expect expect[] = {
         {"best", KBIT_VERDICT_USABLE, KBIT_STAGE_PROBED, 50},
         {"coremajor2", KBIT_VERDICT_REJECTED, KBIT_STAGE_OPENED, -1},
-        {"craftedarm64", KBIT_VERDICT_REJECTED, KBIT_STAGE_FOUND, -1},
+        {"crafted64", KBIT_VERDICT_REJECTED, KBIT_STAGE_FOUND, -1},
         {"good", KBIT_VERDICT_USABLE, KBIT_STAGE_PROBED, 5},
         {"notelf", KBIT_VERDICT_REJECTED, KBIT_STAGE_FOUND, -1},
         {"noversion", KBIT_VERDICT_REJECTED, KBIT_STAGE_OPENED, -1},

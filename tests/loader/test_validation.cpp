@@ -252,10 +252,10 @@ TEST_CASE_METHOD(Scenario, "validation: rejected files and the stage and reason 
         {"noversion", KBIT_STATUS_NOT_SUPPORTED, "does not export kbit_core_interface_version: not a kbit backend"},
         {"noprobe", KBIT_STATUS_NOT_SUPPORTED, "does not define kbit_backend_probe(), which every backend must export"},
         {"notelf", KBIT_STATUS_NOT_SUPPORTED, "not an ELF file"},
-        {"craftedarm64", KBIT_STATUS_NOT_SUPPORTED, "built for AArch64 (ELF machine 183), this process is " + this_machine()},
+        {"crafted64", KBIT_STATUS_NOT_SUPPORTED, "built for " + foreign_machine() + ", this process is " + this_machine()},
         {"crafted32", KBIT_STATUS_NOT_SUPPORTED, "ELF class 32-bit, this process is 64-bit"},
 #if KBIT_TEST_HAVE_CROSS
-        {"aarch64", KBIT_STATUS_NOT_SUPPORTED, "built for AArch64 (ELF machine 183), this process is " + this_machine()},
+        {foreign_fake(), KBIT_STATUS_NOT_SUPPORTED, "built for " + foreign_machine() + ", this process is " + this_machine()},
         {"i386", KBIT_STATUS_NOT_SUPPORTED, "ELF class 32-bit, this process is 64-bit"},
 #endif
     };
