@@ -4,7 +4,6 @@
 // bitsandbytes' CPU library where it has the same kernel.
 // Weights of the GEMV rotate over enough copies to exceed the last-level cache.
 #include <dlfcn.h>
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -127,21 +126,21 @@ uint64_t gemv_reads(const uint8_t* packed, const float* absmax, int64_t rows, in
     {
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
         const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-        __m256i acc = _mm256_setzero_si256();
+        // 32 bytes per step in GCC's generic vectors: vpxor on ymm with -mavx2, two NEON eors on AArch64.
+        typedef uint64_t Bytes32 __attribute__((vector_size(32), aligned(1), may_alias));
+        Bytes32 acc = {0, 0, 0, 0};
         float scale_sum = 0.0f;
         for (int64_t r = r0; r + 4 <= r1; r += 4)
             for (int64_t g = 0; g < groups; ++g)
                 for (int64_t j = 0; j < 4; ++j) {
                     const uint8_t* line = packed + (r + j) * row_bytes + 64 * g;
                     __builtin_prefetch(line + 4 * row_bytes);
-                    acc = _mm256_xor_si256(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line)));
-                    acc = _mm256_xor_si256(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line + 32)));
+                    acc ^= *reinterpret_cast<const Bytes32*>(line);
+                    acc ^= *reinterpret_cast<const Bytes32*>(line + 32);
                     const float* scale = absmax + ((r + j) * cols + 128 * g) / bs;
                     for (int64_t b = 0; b < scales_per_group; ++b) scale_sum += scale[b];
                 }
-        alignas(32) uint64_t lanes[4];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
-        folded ^= lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3] ^ static_cast<uint64_t>(scale_sum);
+        folded ^= acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ static_cast<uint64_t>(scale_sum);
     }
     return folded;
 }

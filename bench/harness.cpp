@@ -2,7 +2,11 @@
 #include "probe_passes.h"
 
 #include <dlfcn.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#else
+#include <arm_neon.h>
+#endif
 #include <omp.h>
 #include <unistd.h>
 
@@ -10,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -77,6 +82,7 @@ Probes::~Probes() {
 
 namespace {
 
+#if defined(__x86_64__)
 struct Ymm : Lanes<8, Ymm> {
     static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
     template <int OutBytes>
@@ -93,6 +99,41 @@ bool wide() {
     static const bool yes = __builtin_cpu_supports("avx512f");
     return yes;
 }
+using Narrow = Ymm;
+#define KBIT_BENCH_IF_WIDE(call) \
+    if (wide()) return call
+#else
+// AArch64: 128-bit NEON probes, the only width (no SVE probes yet; probes_avx512.cpp is x86-64 only).
+struct Neon {
+    using V = float32x4_t;
+    static constexpr long kLanes = 4;
+    static V set1(float x) { return vdupq_n_f32(x); }
+    static V load(const float* p) { return vld1q_f32(p); }
+    static V add(V a, V b) { return vaddq_f32(a, b); }
+    static float sum_lanes(V v) { return vaddvq_f32(v); }
+    template <bool kNonTemporal>
+    static void store(float* p, V v) {
+        if constexpr (kNonTemporal) {  // STNP: a non-temporal pair of 64-bit halves
+            __asm__ volatile("stnp %d1, %d2, [%0]" : : "r"(p), "w"(vget_low_f32(v)), "w"(vget_high_f32(v)) : "memory");
+        } else {
+            vst1q_f32(p, v);
+        }
+    }
+    static constexpr long kOutVector = 16;
+    template <int OutBytes>
+    static void widen(const uint8_t* in, uint8_t* out) {  // plain stores: NEON has no streaming vector store
+        if constexpr (OutBytes == 4) {
+            uint32_t four;  // exactly the 4 input bytes (an 8-byte load would read past the array)
+            std::memcpy(&four, in, sizeof four);
+            vst1q_u32(reinterpret_cast<uint32_t*>(out), vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(four)))));
+        } else {
+            vst1q_u16(reinterpret_cast<uint16_t*>(out), vmovl_u8(vld1_u8(in)));
+        }
+    }
+};
+using Narrow = Neon;
+#define KBIT_BENCH_IF_WIDE(call) static_cast<void>(0)
+#endif
 
 }  // namespace
 
@@ -101,35 +142,39 @@ double Probes::read_gbs(int streams) {
     const long n = static_cast<long>(n_) / s;  // s slices of the source: cold_bytes() in all
     std::vector<float*> slices;
     for (int k = 0; k < s; ++k) slices.push_back(src_ + k * n);
-    return wide() ? read_gbs_avx512(slices, n, s, kMaxStreams) : read_gbs_of<Ymm>(slices, n, s, kMaxStreams);
+    KBIT_BENCH_IF_WIDE(read_gbs_avx512(slices, n, s, kMaxStreams));
+    return read_gbs_of<Narrow>(slices, n, s, kMaxStreams);
 }
 
 double Probes::write_gbs() {
     const long n = static_cast<long>(n_);
-    return wide() ? write_gbs_avx512(dst_, n) : best_write_pass<Ymm>(dst_, n);
+    KBIT_BENCH_IF_WIDE(write_gbs_avx512(dst_, n));
+    return best_write_pass<Narrow>(dst_, n);
 }
 
 double Probes::copy_gbs() {
     const long n = static_cast<long>(n_);
-    return wide() ? copy_gbs_avx512(src_, dst_, n) : best_copy_pass<Ymm>(src_, dst_, n);
+    KBIT_BENCH_IF_WIDE(copy_gbs_avx512(src_, dst_, n));
+    return best_copy_pass<Narrow>(src_, dst_, n);
 }
 
 double Probes::update_gbs() {
     const long n = static_cast<long>(n_);
-    return wide() ? update_gbs_avx512(dst_, n) : update_pass<Ymm>(dst_, n);
+    KBIT_BENCH_IF_WIDE(update_gbs_avx512(dst_, n));
+    return update_pass<Narrow>(dst_, n);
 }
 
 void widen_pass(const uint8_t* in, void* out, long n, int out_bytes) {
-    if (wide()) return widen_pass_avx512(in, out, n, out_bytes);
-    if (out_bytes == 4) widen_pass<Ymm, 4>(in, out, n);
-    else widen_pass<Ymm, 2>(in, out, n);
+    KBIT_BENCH_IF_WIDE(widen_pass_avx512(in, out, n, out_bytes));
+    if (out_bytes == 4) widen_pass<Narrow, 4>(in, out, n);
+    else widen_pass<Narrow, 2>(in, out, n);
 }
 
 void adam8_pass(float* p, const float* g, uint8_t* s1, uint8_t* s2, long n) {
     float* a = reinterpret_cast<float*>(s1);  // zero bytes, moved as floats
     float* b = reinterpret_cast<float*>(s2);
-    if (wide()) return adam8_pass_avx512(p, g, a, b, n);
-    adam8_pass<Ymm>(p, g, a, b, n);
+    KBIT_BENCH_IF_WIDE(adam8_pass_avx512(p, g, a, b, n));
+    adam8_pass<Narrow>(p, g, a, b, n);
 }
 
 double Roofline::balanced_gbs(const Traffic& t) const { return t.in_place ? update_gbs : copy_gbs; }

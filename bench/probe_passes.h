@@ -8,7 +8,9 @@
 // lengths are multiples of 64 floats (4 x 16 lanes per step).
 #pragma once
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +21,17 @@
 namespace kbit_bench {
 namespace {
 
+// After a pass's non-temporal stores: sfence on x86-64; a full barrier elsewhere (AArch64's
+// non-temporal stores need no fence of their own).
+inline void probe_store_fence() {
+#if defined(__x86_64__)
+    _mm_sfence();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+#if defined(__x86_64__)
 // The intrinsics' vector of N floats (a member typedef keeps its may_alias attribute, which a template
 // argument would drop).
 template <long N> struct FloatVector;
@@ -51,6 +64,7 @@ struct Lanes {
         else *reinterpret_cast<V*>(p) = v;
     }
 };
+#endif
 
 inline double probe_now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -108,7 +122,7 @@ double write_pass(float* dst, long n) {
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i += 4 * W::kLanes)
         for (long k = 0; k < 4; ++k) W::template store<kNonTemporal>(dst + i + k * W::kLanes, v);
-    _mm_sfence();
+    probe_store_fence();
     return static_cast<double>(n) * sizeof(float) / (probe_now() - t0) / 1e9;
 }
 
@@ -119,7 +133,7 @@ double copy_pass(const float* src, float* dst, long n) {
     for (long i = 0; i < n; i += 4 * W::kLanes)
         for (long k = 0; k < 4; ++k)
             W::template store<kNonTemporal>(dst + i + k * W::kLanes, W::load(src + i + k * W::kLanes));
-    _mm_sfence();
+    probe_store_fence();
     return 2.0 * static_cast<double>(n) * sizeof(float) / (probe_now() - t0) / 1e9;
 }
 
@@ -161,10 +175,10 @@ void widen_pass(const uint8_t* in, void* out, long n) {
     auto* o = static_cast<uint8_t*>(out);
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(in + i + 2048), _MM_HINT_T0);  // never faults
+        __builtin_prefetch(in + i + 2048);  // prefetcht0 on x86-64; never faults
         for (long k = 0; k < 64; k += kPerVector) W::template widen<OutBytes>(in + i + k, o + (i + k) * OutBytes);
     }
-    _mm_sfence();
+    probe_store_fence();
 }
 
 // 8-bit Adam's traffic with none of its work: g (fp32) read and summed, p (fp32) and the two byte
