@@ -14,6 +14,7 @@
 #include "kbit_code8.h"
 #include "kbit_dtype.h"
 #include "kbit_half.h"
+#include "kbit_nan_x86.h"
 #include "kernels_8bit.h"
 #include "ref_8bit.h"
 
@@ -115,7 +116,7 @@ void DequantizeRange(const float* code, const uint8_t* A, const float* absmax, T
                 for (int64_t j = 0; j < mv; j += N)
                     StoreFromFloat(df, MulX86Nan(df, LookupCode8(df, code, a + j), vscale), out + i + j, false);
             }
-            for (int64_t j = mv; j < m; ++j) out[i + j] = Elem<T>::store(code[a[j]] * scale);
+            for (int64_t j = mv; j < m; ++j) out[i + j] = Elem<T>::store(mul_rn(code[a[j]], scale));
             i += m;
         }
     }

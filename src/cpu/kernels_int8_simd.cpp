@@ -6,6 +6,7 @@
 #include "cpu_isa.h"
 #include "kbit_half.h"
 #include "kbit_int8_rules.h"
+#include "kbit_nan_x86.h"
 #include "kernels_8bit.h"
 #include "ref_8bit.h"
 
@@ -115,14 +116,17 @@ void OutlierMatmul(const kbit_half* A, int64_t in_features, const int64_t* cols,
         int64_t o = 0;
         for (; o + N <= out_features; o += N) {
             auto acc = hn::Set(df, -0.0f);
-            for (int64_t j = 0; j < count; ++j)
-                acc = hn::Add(acc, hn::Mul(hn::Set(df, half_to_float(a[cols[j]].bits)), hn::LoadU(df, w + j * out_features + o)));
-            StoreFromFloat(df, hn::Add(LoadAsFloat(df, y + o), acc), y + o);
+            for (int64_t j = 0; j < count; ++j) {
+                const auto p = MulX86Nan(df, hn::Set(df, half_to_float(a[cols[j]].bits)), hn::LoadU(df, w + j * out_features + o));
+                acc = FirstNanX86(df, hn::Add(acc, p), acc, p);
+            }
+            const auto before = LoadAsFloat(df, y + o);
+            StoreFromFloat(df, FirstNanX86(df, hn::Add(before, acc), before, acc), y + o);
         }
         for (; o < out_features; ++o) {
             float acc = -0.0f;
-            for (int64_t j = 0; j < count; ++j) acc += half_to_float(a[cols[j]].bits) * w[j * out_features + o];
-            y[o].bits = float_to_half(half_to_float(y[o].bits) + acc);
+            for (int64_t j = 0; j < count; ++j) acc = add_rn(acc, mul_rn(half_to_float(a[cols[j]].bits), w[j * out_features + o]));
+            y[o].bits = float_to_half(add_rn(half_to_float(y[o].bits), acc));
         }
     }
 }

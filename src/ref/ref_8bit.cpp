@@ -132,9 +132,9 @@ void int8_outlier_matmul_rows(const kbit_half* A, int64_t in_features, const int
         for (int64_t o = 0; o < out_features; ++o) {
             float acc = -0.0f;
             for (int64_t j = 0; j < count; ++j)
-                acc += half_to_float(A[t * in_features + cols[j]].bits) * w[j * out_features + o];
+                acc = add_rn(acc, mul_rn(half_to_float(A[t * in_features + cols[j]].bits), w[j * out_features + o]));
             kbit_half& y = out[t * out_features + o];
-            y.bits = float_to_half(half_to_float(y.bits) + acc);
+            y.bits = float_to_half(add_rn(half_to_float(y.bits), acc));
         }
 }
 

@@ -62,8 +62,9 @@ TEMPLATE_TEST_CASE("nan x86: 4-bit dequantize of 0 * Inf and of a NaN scale", "[
 TEMPLATE_TEST_CASE("nan x86: 8-bit dequantize of 0 * Inf and of NaN codes", "[8bit][dequantize][nan]"
                    FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     using T = TestType;
-    // A table with 0.0 at index 0, a signalling NaN at 1 and 1.0 at 2; blocks of 64 alternate the
-    // scales +Inf and 2.0; the codes cycle 0, 1, 2 over 3 * 64 + 7 elements.
+    // A table with 0.0 at index 0, a signalling NaN at 1 and 1.0 at 2; blocks of 64 with the scales
+    // +Inf, 2.0, +Inf and +Inf (the last block of 7: a vector tail or scalar elements on any width);
+    // the codes cycle 0, 1, 2 over 3 * 64 + 7 elements.
     std::vector<float> code(256, 0.5f);
     code[0] = 0.0f;
     code[1] = from_bits(kNegativeSignalling);
@@ -71,7 +72,7 @@ TEMPLATE_TEST_CASE("nan x86: 8-bit dequantize of 0 * Inf and of NaN codes", "[8b
     const int B = 64, n = 3 * B + 7;
     std::vector<uint8_t> codes(n);
     for (int i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(i % 3);
-    std::vector<float> absmax = {INFINITY, 2.0f, INFINITY, 2.0f};
+    std::vector<float> absmax = {INFINITY, 2.0f, INFINITY, INFINITY};
     DeviceBuffer<float> dcode(code), dabsmax(absmax);
     DeviceBuffer<uint8_t> dcodes(codes);
     DeviceBuffer<T> dout(static_cast<size_t>(n));
@@ -79,10 +80,29 @@ TEMPLATE_TEST_CASE("nan x86: 8-bit dequantize of 0 * Inf and of NaN codes", "[8b
     const auto got = dout.download();
     for (int i = 0; i < n; ++i) {
         INFO(kbit::Elem<T>::name << " element " << i << " code " << i % 3 << " scale " << absmax[i / B]);
-        const bool inf_scale = (i / B) % 2 == 0;
+        const bool inf_scale = absmax[i / B] == INFINITY;
         if (i % 3 == 1) CHECK(bits_of(got[i]) == nan_as<T>(kNegativeQuieted));
         else if (i % 3 == 0 && inf_scale) CHECK(bits_of(got[i]) == nan_as<T>(kIndefinite));
         else if (i % 3 == 0) CHECK(bits_of(got[i]) == 0u);
         else CHECK(bits_of(got[i]) == bits_of(kbit::Elem<T>::store(inf_scale ? INFINITY : 2.0f)));
     }
+}
+
+TEST_CASE("nan x86: LLM.int8 outlier matmul of Inf * 0", "[8bit][int8][nan]" "[fn:kbit_int8_outlier_matmul_fp16]") {
+    // One activation row [+Inf, 1.0] whose column 0 is an outlier column; every weight 0, so each
+    // output adds Inf * 0 (invalid: 0xFFC00000, as fp16 0xFE00) to its old value 1.0. Nine outputs:
+    // vectors and a tail on every width.
+    const int64_t rows = 1, outs = 9, ins = 2;
+    const std::vector<kbit_half> A = {kbit_half{0x7C00}, kbit_half{0x3C00}};
+    const std::vector<int8_t> W(static_cast<size_t>(outs * ins), 0);
+    const std::vector<float> stats(static_cast<size_t>(outs), 1.0f);
+    const std::vector<uint8_t> flags = {1, 0};
+    DeviceBuffer<kbit_half> dA(A), dout(std::vector<kbit_half>(static_cast<size_t>(outs), kbit_half{0x3C00}));
+    DeviceBuffer<int8_t> dW(W);
+    DeviceBuffer<float> dstats(stats);
+    DeviceBuffer<uint8_t> dflags(flags);
+    require_ok(backend().fns_8bit.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(), dout.get(),
+                                                              rows, outs, ins, nullptr),
+               "kbit_int8_outlier_matmul_fp16");
+    for (const kbit_half& y : dout.download()) CHECK(y.bits == 0xFE00u);
 }
