@@ -110,7 +110,7 @@ Opened Scenario::open_fake(const std::string& variant) {
 CommandResult run_kbit(const std::string& dir, const std::string& args) {
     const std::string loader = dir + "/libkbit.so";
     if (!fs::exists(loader)) fs::copy_file(KBIT_TEST_LOADER, loader);
-    return run_command("LD_LIBRARY_PATH='" + dir + "' '" KBIT_TEST_CLI "' " + args);
+    return run_command("LD_LIBRARY_PATH='" + dir + "' " KBIT_TEST_EMULATOR " '" KBIT_TEST_CLI "' " + args);
 }
 
 CommandResult run_command(const std::string& command) {

@@ -272,7 +272,7 @@ TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID 
     Env env;
     env.set("KBIT_LOADER_DEBUG", "1");
     env.set("KBIT_LOG", "1");
-    const CommandResult plain = run_command("'" KBIT_TEST_SECURE_ENV "'");
+    const CommandResult plain = run_command(KBIT_TEST_EMULATOR " '" KBIT_TEST_SECURE_ENV "'");
     CHECK_THAT(plain.output, Catch::StartsWith("secure 0\n"));
     CHECK_THAT(plain.output, Catch::Contains("kbit: kbit_loader_open: 'no such backend!' is neither"));
     CHECK_THAT(plain.output, Catch::Contains("kbit loader: search: loader directory "));
@@ -284,7 +284,7 @@ TEST_CASE("discovery: KBIT_LOADER_DEBUG and KBIT_LOG are ignored by set-user-ID 
     const std::string copy = dir.add(KBIT_TEST_SECURE_ENV);
     REQUIRE(chown(copy.c_str(), 65534, 65534) == 0);
     REQUIRE(chmod(copy.c_str(), 04755) == 0);
-    const CommandResult setuid = run_command("'" + copy + "'");
+    const CommandResult setuid = run_command(KBIT_TEST_EMULATOR " '" + copy + "'");
     if (setuid.output.rfind("secure 1\n", 0) != 0) {
         WARN("the set-user-ID copy did not run with AT_SECURE (nosuid?): " << setuid.output);
         return;
