@@ -190,6 +190,22 @@ template <> struct Blockwise8<kbit_bf16> {
 
 constexpr int64_t kBlocksizes8[] = {32, 64, 128, 256, 512, 1024, 2048, 4096};
 
+// kbit_int8_outlier_matmul_fp16 through the backend: out (rows x outs fp16, out0 before the call) +=
+// the outlier columns' products; returns out after the call.
+inline std::vector<kbit_half> backend_outlier_matmul(const std::vector<kbit_half>& A, const std::vector<int8_t>& W,
+                                                     const std::vector<float>& stats, const std::vector<uint8_t>& flags,
+                                                     const std::vector<kbit_half>& out0, int64_t rows, int64_t outs,
+                                                     int64_t ins) {
+    DeviceBuffer<kbit_half> dA(A), dout(out0);
+    DeviceBuffer<int8_t> dW(W);
+    DeviceBuffer<float> dstats(stats);
+    DeviceBuffer<uint8_t> dflags(flags);
+    require_ok(backend().fns_8bit.kbit_int8_outlier_matmul_fp16(dA.get(), dW.get(), dstats.get(), dflags.get(),
+                                                              dout.get(), rows, outs, ins, nullptr),
+               "kbit_int8_outlier_matmul_fp16");
+    return dout.download();
+}
+
 // The minor of the backend's 8-bit interface (8bit 1.1 takes the blockwise blocksizes 8192 and 16384).
 inline int backend8bit_minor() { return static_cast<int>(KBIT_VERSION_MINOR_OF(backend().version[KBIT_INTERFACE_8BIT])); }
 
