@@ -289,8 +289,9 @@ def render_bnb_cpu_host_exports():
     for fn in parse_def(ABI / f"kbit_{BNB_CPU}.def"):
         out.append("")
         out += _definition_head(fn)
-        out += _wrap_call(f"return kbit::bnb_cpu_host::forward<{fn['ret']}>(", [f'"{fn["name"]}"'] + fn["args"],
-                          ");", "    ")
+        out.append(f'    static kbit::bnb_cpu_host::CpuFunction function{{"{fn["name"]}"}};')
+        out += _wrap_call(f"return kbit::bnb_cpu_host::forward<{fn['ret']}>(", ["function"] + fn["args"], ");",
+                          "    ")
         out.append("}")
     out += ["", '}  // extern "C"']
     return "\n".join(out) + "\n"

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -86,17 +87,30 @@ inline kbit_status copy_cpu_error(const char* name, kbit_status status) noexcept
     return set_error(status, name, "%s", message);
 }
 
-// Calls the CPU backend's function `name` with the caller's arguments (their types are the exported
+// One forwarded function: its name and, once found, its address in the CPU backend (each generated
+// forwarder keeps one, so the look-up runs on the first call only; a failed one is retried).
+struct CpuFunction {
+    const char* name;
+    std::atomic<void*> address{nullptr};
+
+    void* resolve() noexcept {
+        void* f = address.load(std::memory_order_acquire);
+        if (f == nullptr && (f = cpu_function(name)) != nullptr) address.store(f, std::memory_order_release);
+        return f;
+    }
+};
+
+// Calls the CPU backend's function with the caller's arguments (their types are the exported
 // signature's). A missing function gives KBIT_STATUS_NOT_SUPPORTED, or false for the feature queries.
 template <class Result, class... Args>
-Result forward(const char* name, Args... args) noexcept {
-    void* f = cpu_function(name);
+Result forward(CpuFunction& function, Args... args) noexcept {
+    void* f = function.resolve();
     if constexpr (std::is_same_v<Result, bool>) {
         return f != nullptr && reinterpret_cast<bool (*)(Args...)>(f)(args...);
     } else {
         if (f == nullptr) return KBIT_STATUS_NOT_SUPPORTED;
         const kbit_status status = reinterpret_cast<kbit_status (*)(Args...)>(f)(args...);
-        return status == KBIT_STATUS_SUCCESS ? status : copy_cpu_error(name, status);
+        return status == KBIT_STATUS_SUCCESS ? status : copy_cpu_error(function.name, status);
     }
 }
 

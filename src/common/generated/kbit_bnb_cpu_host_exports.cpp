@@ -13,96 +13,100 @@ KBIT_API uint32_t kbit_bnb_cpu_interface_version(void) {
 
 KBIT_API kbit_status cquantize_blockwise_cpu_fp32(float* code, float* A, float* absmax, unsigned char* out,
     int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cquantize_blockwise_cpu_fp32", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cquantize_blockwise_cpu_fp32"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cquantize_blockwise_cpu_bf16(float* code, kbit_bf16* A, float* absmax,
     unsigned char* out, int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cquantize_blockwise_cpu_bf16", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cquantize_blockwise_cpu_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cquantize_blockwise_cpu_fp16(float* code, kbit_half* A, float* absmax,
     unsigned char* out, int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cquantize_blockwise_cpu_fp16", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cquantize_blockwise_cpu_fp16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_fp32(float* code, unsigned char* A, const float* absmax,
     float* out, int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_fp32", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_fp32"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_bf16(float* code, unsigned char* A, const float* absmax,
     kbit_bf16* out, int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_bf16", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_fp16(float* code, unsigned char* A, const float* absmax,
     kbit_half* out, int64_t blocksize, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_fp16", code, A, absmax, out,
-        blocksize, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_fp16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, code, A, absmax, out, blocksize, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_fp4_fp32(unsigned char* A, const float* absmax, float* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_fp4_fp32", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_fp4_fp32"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_fp4_bf16(unsigned char* A, const float* absmax, kbit_bf16* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_fp4_bf16", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_fp4_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_fp4_fp16(unsigned char* A, const float* absmax, kbit_half* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_fp4_fp16", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_fp4_fp16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_nf4_fp32(unsigned char* A, const float* absmax, float* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_nf4_fp32", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_nf4_fp32"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_nf4_bf16(unsigned char* A, const float* absmax, kbit_bf16* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_nf4_bf16", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_nf4_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status cdequantize_blockwise_cpu_nf4_fp16(unsigned char* A, const float* absmax, kbit_half* out,
     int64_t blocksize, int64_t m, int64_t n) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("cdequantize_blockwise_cpu_nf4_fp16", A, absmax, out,
-        blocksize, m, n);
+    static kbit::bnb_cpu_host::CpuFunction function{"cdequantize_blockwise_cpu_nf4_fp16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, A, absmax, out, blocksize, m, n);
 }
 
 KBIT_API kbit_status gemv_4bit_inference_cpu_fp4_bf16(int64_t M, int64_t N, int64_t K, const kbit_bf16* x,
     const unsigned char* w, const kbit_bf16* absmax, kbit_bf16* out, int64_t blocksize, int64_t x_stride,
     int64_t out_stride) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("gemv_4bit_inference_cpu_fp4_bf16", M, N, K, x, w, absmax,
-        out, blocksize, x_stride, out_stride);
+    static kbit::bnb_cpu_host::CpuFunction function{"gemv_4bit_inference_cpu_fp4_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, M, N, K, x, w, absmax, out, blocksize, x_stride,
+        out_stride);
 }
 
 KBIT_API kbit_status gemv_4bit_inference_cpu_nf4_bf16(int64_t M, int64_t N, int64_t K, const kbit_bf16* x,
     const unsigned char* w, const kbit_bf16* absmax, kbit_bf16* out, int64_t blocksize, int64_t x_stride,
     int64_t out_stride) {
-    return kbit::bnb_cpu_host::forward<kbit_status>("gemv_4bit_inference_cpu_nf4_bf16", M, N, K, x, w, absmax,
-        out, blocksize, x_stride, out_stride);
+    static kbit::bnb_cpu_host::CpuFunction function{"gemv_4bit_inference_cpu_nf4_bf16"};
+    return kbit::bnb_cpu_host::forward<kbit_status>(function, M, N, K, x, w, absmax, out, blocksize, x_stride,
+        out_stride);
 }
 
 KBIT_API bool has_avx512f_cpu(void) {
-    return kbit::bnb_cpu_host::forward<bool>("has_avx512f_cpu");
+    static kbit::bnb_cpu_host::CpuFunction function{"has_avx512f_cpu"};
+    return kbit::bnb_cpu_host::forward<bool>(function);
 }
 
 KBIT_API bool has_avx512bf16_cpu(void) {
-    return kbit::bnb_cpu_host::forward<bool>("has_avx512bf16_cpu");
+    static kbit::bnb_cpu_host::CpuFunction function{"has_avx512bf16_cpu"};
+    return kbit::bnb_cpu_host::forward<bool>(function);
 }
 
 }  // extern "C"
