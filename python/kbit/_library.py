@@ -61,8 +61,10 @@ def _cublas_wheel_dir():
 
 # The CUDA backend opens cuBLASLt (its int8 GEMM) when first asked for it: from the library search path,
 # else from the directory KBIT_CUBLASLT_DIR names (src/cuda/igemmlt.cpp). A value the user set stays.
-if "KBIT_CUBLASLT_DIR" not in os.environ and _cublas_wheel_dir() is not None:
-    os.environ["KBIT_CUBLASLT_DIR"] = str(_cublas_wheel_dir())
+if "KBIT_CUBLASLT_DIR" not in os.environ:
+    _wheel_lib = _cublas_wheel_dir()
+    if _wheel_lib is not None:
+        os.environ["KBIT_CUBLASLT_DIR"] = str(_wheel_lib)
 
 
 class _Candidate(ctypes.Structure):
