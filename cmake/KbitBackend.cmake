@@ -15,26 +15,16 @@ function(kbit_export_sources var)
   set(${var} ${files} PARENT_SCOPE)
 endfunction()
 
+include("${CMAKE_CURRENT_LIST_DIR}/kbitBackendKit.cmake")  # kbit_link_backend()
+
 function(kbit_add_backend target)
   cmake_parse_arguments(ARG "" "NAME" "INTERFACES;SOURCES" ${ARGN})
   add_library(${target} SHARED ${ARG_SOURCES})
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME "kbit_${ARG_NAME}"
-    LIBRARY_OUTPUT_DIRECTORY "${KBIT_BACKEND_OUTPUT_DIR}"
-    C_VISIBILITY_PRESET hidden
-    CXX_VISIBILITY_PRESET hidden
-    CUDA_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON)
-  target_compile_definitions(${target} PRIVATE KBIT_BUILDING)
+    LIBRARY_OUTPUT_DIRECTORY "${KBIT_BACKEND_OUTPUT_DIR}")
   target_link_libraries(${target} PRIVATE kbit_common)
-  set(maps "")
-  foreach(iface IN LISTS ARG_INTERFACES)
-    set(map "${KBIT_ABI_GENERATED_DIR}/kbit_${iface}.map")
-    target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
-    list(APPEND maps "${map}")
-  endforeach()
-  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${maps})
-  target_link_options(${target} PRIVATE "LINKER:-Bsymbolic" "LINKER:--no-undefined")
+  kbit_link_backend(${target} MAP_DIR "${KBIT_ABI_GENERATED_DIR}" INTERFACES ${ARG_INTERFACES})
   # Installed beside libkbit.so by cmake/KbitInstall.cmake, exported as kbit::kbit_<name>.
   set_property(GLOBAL APPEND PROPERTY KBIT_BACKEND_TARGETS ${target})
   if(KBIT_BUILD_TESTS)

@@ -55,6 +55,11 @@ void count_calls(Backend& b);
 // message when a tag names no function of the .def lists. Called by main() before anything runs.
 bool settle_function_tags(std::string* error);
 
+// Hides (tag [.absent-interface]) every test case that calls a function of an interface the backend
+// does not export, so that a partial backend runs the cases of what it implements; returns their
+// number. Asked for by name or tag, such a case fails at its first call of a missing function.
+int hide_cases_of_absent_interfaces();
+
 // The Catch2 test spec of `--function NAME`; false and a message for a name of no exported function.
 bool function_test_spec(const std::string& name, std::string* spec, std::string* error);
 

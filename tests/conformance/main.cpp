@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
 #undef KBIT_INTERFACE
     std::printf(", bnb_cpu %s\n", b.has_bnb_cpu() ? version(b.bnb_cpu_version).c_str() : "absent (its cases are skipped)");
     report_stubs(b.path);
+    if (const int hidden = kbit_test::hide_cases_of_absent_interfaces())
+        std::printf("skipped: %d test cases that call functions of absent interfaces (tag [absent-interface])\n", hidden);
     if (list_functions) {
         const int rc = kbit_test::list_functions();
         kbit_test::close_backend();

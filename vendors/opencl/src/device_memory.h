@@ -1,0 +1,41 @@
+// device_memory.h — device pointers of this backend. OpenCL 1.2 memory is a cl_mem handle, not an
+// address, and shared virtual memory is missing on many devices (NVIDIA's driver among them), so every
+// allocation is a cl_mem buffer plus a range of host address space reserved for it (PROT_NONE, never
+// backed): kbit_device_malloc returns the start of that range, and any address inside it (a torch view,
+// base + offset) names the buffer and an offset. Kernels take each array as (buffer, byte offset).
+//
+// The reserved range makes device pointers unique, never equal to host memory, and a fault when the
+// host dereferences one by mistake; resolve() also checks that an access stays inside its allocation,
+// so a wrong size is an INVALID_ARGUMENT instead of a device read out of bounds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime.h"
+
+namespace kbit::opencl {
+
+// An array argument of a kernel: the buffer and the byte offset of the array in it.
+struct DeviceArray {
+    cl_mem buffer;
+    cl_ulong offset;
+};
+
+// Allocates `bytes` > 0 of device memory; returns its device address.
+void* allocate(const char* fn, size_t bytes);
+
+// Frees an allocation; `ptr` must be the address allocate() returned.
+void release(const char* fn, void* ptr);
+
+// The buffer and offset of `bytes` bytes at device address `ptr`, aligned to `align` bytes; `what`
+// names the argument in the message of the INVALID_ARGUMENT thrown when the range is not inside one
+// allocation of this backend or is misaligned.
+DeviceArray resolve(const char* fn, const void* ptr, uint64_t bytes, const char* what, size_t align = 1);
+
+template <class T>
+DeviceArray resolve_array(const char* fn, const T* ptr, int64_t count, const char* what) {
+    return resolve(fn, ptr, static_cast<uint64_t>(count) * sizeof(T), what, alignof(T));
+}
+
+}  // namespace kbit::opencl
