@@ -9,6 +9,7 @@
 
 #include "kbit_formats.h"
 #include "kbit_half.h"
+#include "kbit_torchao_scalers.h"
 
 namespace kbit::ref {
 
@@ -107,18 +108,14 @@ void nested_absmax_dequantize(const uint8_t* qabsmax, const float* code, const f
 template <class T>
 const T* torchao_nf4_table();
 
-// torch's mean of the n block scalers (fp32 accumulation, see ref_4bit.cpp), as T.
-template <class T>
-T torchao_mean(const T* scalers, int64_t n);
-
 // The three steps of torchao_quantize, so that a driver can split the first and last across
 // threads: block absmax of blocks [b0, b1); the mean and the int8 second level (serial: torch's sum
 // order); the packed nearest-entry indices of blocks [b0, b1).
 template <class T>
 void torchao_block_absmax(const T* w, T* scalers, int64_t b0, int64_t b1, int64_t block_size);
-template <class T>
-void torchao_scalers(const T* scalers, int8_t* quantized_scalers, T* quantization_factor, T* scaler_mean,
-                     int64_t blocks, int64_t scaler_block_size);
+// (the scaler stage: kbit::torchao_scalers of kbit_torchao_scalers.h, shared with every backend)
+using kbit::torchao_mean;
+using kbit::torchao_scalers;
 template <class T>
 void torchao_quantize_elements(const T* w, const T* scalers, uint8_t* quantized_data, int64_t b0, int64_t b1,
                                int64_t block_size);

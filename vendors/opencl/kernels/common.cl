@@ -110,3 +110,34 @@ uchar nibble_at(const global uchar* packed, ulong i) {
     const uchar byte = packed[i >> 1];
     return (i & 1) ? (byte & 0x0F) : (byte >> 4);
 }
+
+float sub_rn(float a, float b) { return x86_nan2(a - b, a, b); }
+float div_rn(float a, float b) { return x86_nan2(a / b, a, b); }
+
+// x rounded to the element type dt and back (fp32: unchanged).
+float round_to(int dt, float x) {
+    if (dt == KBIT_DTYPE_FP32) return x;
+    return dt == KBIT_DTYPE_FP16 ? half_to_float(float_to_half(x)) : bf16_to_float(float_to_bf16(x));
+}
+
+// The index of the 8-bit code nearest y in the sorted 256-entry table c (kbit_code8.h): a binary
+// search, then the nearer neighbour by the midpoint, ties as the reference breaks them.
+uchar code8_index(const global float* c, float y) {
+    int p = 127, lo = 0, hi = 255;
+    float lv = -1.0f, hv = 1.0f;
+    for (int step = 64; step >= 1; step >>= 1) {
+        if (y > c[p]) {
+            lo = p;
+            lv = c[p];
+            p += step;
+        } else {
+            hi = p;
+            hv = c[p];
+            p -= step;
+        }
+    }
+    if (hi == 255) hv = c[255];
+    if (lo == 0) lv = c[0];
+    if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);
+    return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);
+}

@@ -1,7 +1,11 @@
-// The 4-bit operations (kbit_ops_4bit.h) on OpenCL: kernels/blockwise_4bit.cl.
+// The 4-bit operations (kbit_ops_4bit.h) on OpenCL: kernels/blockwise_4bit.cl (quantize, dequantize),
+// gemm_4bit.cl (GEMV, GEMM), nested_absmax.cl, torchao_nf4.cl (with the scaler stage on the host).
+#include <vector>
+
 #include "device_memory.h"
 #include "kbit_half.h"
 #include "kbit_ops_4bit.h"
+#include "kbit_torchao_scalers.h"
 #include "programs.h"
 
 namespace kbit::ops {
@@ -10,7 +14,26 @@ using namespace kbit::opencl;
 
 namespace {
 constexpr size_t kQuantizeGroup = 64;  // QUANTIZE_GROUP of blockwise_4bit.cl
+constexpr size_t kDotGroup = 64;       // DOT_GROUP of gemm_4bit.cl
+constexpr size_t kNestedGroup = 64;    // NESTED_GROUP of nested_absmax.cl
+const DeviceArray kNone{nullptr, 0};  // an optional array left out: NULL in the kernel
 int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
+
+// A buffer of the backend's context for an operation's intermediate results, released when it goes
+// out of scope (OpenCL keeps it until the commands that use it have finished).
+struct Scratch {
+    cl_mem buffer = nullptr;
+    Scratch(const char* fn, size_t bytes) {
+        cl_int err = CL_SUCCESS;
+        buffer = clCreateBuffer(runtime(fn).context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+        check(fn, "clCreateBuffer (scratch)", err);
+    }
+    ~Scratch() { clReleaseMemObject(buffer); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    DeviceArray array() const { return DeviceArray{buffer, 0}; }
+};
+
 }  // namespace
 
 template <class T>
@@ -35,9 +58,124 @@ kbit_status dequantize_4bit(const char* fn, QuantType qt, const uint8_t* A, cons
     });
 }
 
-#define KBIT_OPENCL_4BIT(T)                                    \
-    template decltype(quantize_4bit<T>) quantize_4bit<T>;      \
-    template decltype(dequantize_4bit<T>) dequantize_4bit<T>;
+template <class T>
+kbit_status gemv_4bit(const char* fn, int m, int k, const T* A, const uint8_t* B, const float* absmax,
+                      const float* datatype, T* out, int ldb, int blocksize, void* stream) {
+    return run([&] {
+        // k = 0 (every output the empty sum) is allowed with NULL inputs, which are then not read.
+        const int64_t nibbles = 2 * static_cast<int64_t>(ldb) * (m - 1) + k;  // up to the last row's end
+        launch(fn, queue_of(fn, stream), Program::Gemm4bit, "gemv_4bit", static_cast<size_t>(m) * kDotGroup, kDotGroup,
+               k == 0 ? kNone : resolve_array(fn, A, k, "A"),
+               k == 0 ? kNone : resolve_array(fn, B, (nibbles + 1) / 2, "B"),
+               k == 0 ? kNone : resolve_array(fn, absmax, blocks_of(nibbles, blocksize), "absmax"),
+               k == 0 ? kNone : resolve_array(fn, datatype, 16, "datatype"), resolve_array(fn, out, m, "out"),
+               Elem<T>::dtype, k, ldb, blocksize);
+    });
+}
+
+template <class T>
+kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                      const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
+                      int blocksize, QuantType qt, void* stream) {
+    return run([&] {
+        const int64_t weights = static_cast<int64_t>(N) * K, blocks = blocks_of(weights, blocksize);
+        const bool nested = absmax_8bit != nullptr;
+        launch(fn, queue_of(fn, stream), Program::Gemm4bit, "gemm_4bit", static_cast<size_t>(M) * N * kDotGroup,
+               kDotGroup, resolve_array(fn, A, static_cast<int64_t>(M) * K, "A"),
+               resolve_array(fn, B, weights / 2, "B"),
+               resolve_array(fn, absmax, nested ? blocks_of(blocks, 256) : blocks, "absmax"),
+               nested ? resolve_array(fn, absmax_8bit, blocks, "absmax_8bit") : kNone,
+               nested ? resolve_array(fn, absmax_code, 256, "absmax_code") : kNone,
+               nested ? resolve_array(fn, absmax_offset, 1, "absmax_offset") : kNone,
+               resolve_array(fn, out, static_cast<int64_t>(M) * N, "out"),
+               bias != nullptr ? resolve_array(fn, bias, N, "bias") : kNone, Elem<T>::dtype, N, K, blocksize,
+               static_cast<int32_t>(qt));
+    });
+}
+
+kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
+                                   float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
+                                   void* stream) {
+    return run([&] {
+        const cl_command_queue q = queue_of(fn, stream);
+        const DeviceArray a = resolve_array(fn, absmax, blocks, "absmax");
+        const DeviceArray off = resolve_array(fn, offset, 1, "offset");
+        launch(fn, q, Program::NestedAbsmax, "nested_mean", 1, 1, a, off, blocks);
+        const int64_t groups = blocks_of(blocks, nested_blocksize);
+        launch(fn, q, Program::NestedAbsmax, "nested_quantize", static_cast<size_t>(groups) * kNestedGroup,
+               kNestedGroup, a, resolve_array(fn, code, 256, "code"), resolve_array(fn, qabsmax, blocks, "qabsmax"),
+               resolve_array(fn, nested_absmax, groups, "nested_absmax"), off, blocks, nested_blocksize);
+    });
+}
+
+kbit_status nested_absmax_dequantize(const char* fn, const uint8_t* qabsmax, const float* code,
+                                     const float* nested_absmax, float offset, float* absmax, int64_t blocks,
+                                     int64_t nested_blocksize, void* stream) {
+    return run([&] {
+        launch(fn, queue_of(fn, stream), Program::NestedAbsmax, "nested_dequantize", static_cast<size_t>(blocks), 0,
+               resolve_array(fn, qabsmax, blocks, "qabsmax"), resolve_array(fn, code, 256, "code"),
+               resolve_array(fn, nested_absmax, blocks_of(blocks, nested_blocksize), "nested_absmax"), offset,
+               resolve_array(fn, absmax, blocks, "absmax"), blocks, nested_blocksize);
+    });
+}
+
+// The block scalers on the device; their mean and int8 second level on the host, in torch's order
+// (kbit_torchao_scalers.h: 2-4 bytes per block cross, and the call waits for them); the indices on
+// the device.
+template <class T>
+kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data, int8_t* quantized_scalers,
+                             T* quantization_factor, T* scaler_mean, int64_t n, int64_t block_size,
+                             int64_t scaler_block_size, void* stream) {
+    return run([&] {
+        const cl_command_queue q = queue_of(fn, stream);
+        const int64_t blocks = n / block_size, groups = blocks / scaler_block_size;
+        const DeviceArray dw = resolve_array(fn, w, n, "w");
+        const DeviceArray dq = resolve_array(fn, quantized_scalers, blocks, "quantized_scalers");
+        const DeviceArray df = resolve_array(fn, quantization_factor, groups, "quantization_factor");
+        const DeviceArray dm = resolve_array(fn, scaler_mean, 1, "scaler_mean");
+        const DeviceArray dd = resolve_array(fn, quantized_data, n / 2, "quantized_data");
+        const Scratch scalers(fn, static_cast<size_t>(blocks) * sizeof(T));
+        launch(fn, q, Program::TorchaoNf4, "torchao_block_scalers", static_cast<size_t>(blocks), 0, dw,
+               scalers.array(), Elem<T>::dtype, blocks, block_size);
+        std::vector<T> host(static_cast<size_t>(blocks)), factor(static_cast<size_t>(groups)), mean(1);
+        std::vector<int8_t> codes(static_cast<size_t>(blocks));
+        check(fn, "clEnqueueReadBuffer (block scalers)",
+              clEnqueueReadBuffer(q, scalers.buffer, CL_TRUE, 0, host.size() * sizeof(T), host.data(), 0, nullptr, nullptr));
+        torchao_scalers(host.data(), codes.data(), factor.data(), mean.data(), blocks, scaler_block_size);
+        check(fn, "clEnqueueWriteBuffer (quantized_scalers)",
+              clEnqueueWriteBuffer(q, dq.buffer, CL_TRUE, dq.offset, codes.size(), codes.data(), 0, nullptr, nullptr));
+        check(fn, "clEnqueueWriteBuffer (quantization_factor)",
+              clEnqueueWriteBuffer(q, df.buffer, CL_TRUE, df.offset, factor.size() * sizeof(T), factor.data(), 0,
+                                   nullptr, nullptr));
+        check(fn, "clEnqueueWriteBuffer (scaler_mean)",
+              clEnqueueWriteBuffer(q, dm.buffer, CL_TRUE, dm.offset, sizeof(T), mean.data(), 0, nullptr, nullptr));
+        launch(fn, q, Program::TorchaoNf4, "torchao_indices", static_cast<size_t>(n / 2), 0, dw, scalers.array(), dd,
+               Elem<T>::dtype, n / 2, block_size);
+    });
+}
+
+template <class T>
+kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, const int8_t* quantized_scalers,
+                               const T* quantization_factor, const T* scaler_mean, T* out, int64_t n,
+                               int64_t block_size, int64_t scaler_block_size, void* stream) {
+    return run([&] {
+        const int64_t blocks = n / block_size;
+        launch(fn, queue_of(fn, stream), Program::TorchaoNf4, "torchao_dequantize", static_cast<size_t>(n / 2), 0,
+               resolve_array(fn, quantized_data, n / 2, "quantized_data"),
+               resolve_array(fn, quantized_scalers, blocks, "quantized_scalers"),
+               resolve_array(fn, quantization_factor, blocks / scaler_block_size, "quantization_factor"),
+               resolve_array(fn, scaler_mean, 1, "scaler_mean"), resolve_array(fn, out, n, "out"), Elem<T>::dtype,
+               n / 2, block_size, scaler_block_size);
+    });
+}
+
+#define KBIT_OPENCL_4BIT(T)                                          \
+    template decltype(quantize_4bit<T>) quantize_4bit<T>;            \
+    template decltype(dequantize_4bit<T>) dequantize_4bit<T>;        \
+    template decltype(gemv_4bit<T>) gemv_4bit<T>;                    \
+    template decltype(gemm_4bit<T>) gemm_4bit<T>;                    \
+    template decltype(torchao_quantize<T>) torchao_quantize<T>;      \
+    template decltype(torchao_dequantize<T>) torchao_dequantize<T>;
 KBIT_OPENCL_4BIT(float)
 KBIT_OPENCL_4BIT(kbit_half)
 KBIT_OPENCL_4BIT(kbit_bf16)

@@ -5,27 +5,44 @@
 #include <string>
 
 #include "kbit_formats.h"
+#include "kbit_torchao_math.h"
 
 namespace kbit::opencl {
 
 extern const char source_common[];
 extern const char source_blockwise_4bit[];
+extern const char source_gemm_4bit[];
+extern const char source_nested_absmax[];
+extern const char source_torchao_nf4[];
 
 namespace {
 
-const char* const kProgramSources[] = {source_blockwise_4bit};
+// By Program, in its order.
+const char* const kProgramSources[] = {source_blockwise_4bit, source_gemm_4bit, source_nested_absmax,
+                                       source_torchao_nf4};
 static_assert(sizeof kProgramSources / sizeof kProgramSources[0] == static_cast<size_t>(Program::Count));
 
-void print_table(std::string& out, const char* name, const float* values, int count) {
-    out += "constant float ";
-    out += name;
-    out += "[" + std::to_string(count) + "] = {";
+// "{v0, v1, ...}" with every float printed exactly (hexadecimal).
+std::string list(const float* values, int count) {
+    std::string out = "{";
     char number[32];
     for (int i = 0; i < count; ++i) {
         std::snprintf(number, sizeof number, "%s%a", i == 0 ? "" : ", ", static_cast<double>(values[i]));
         out += number;
     }
-    out += "};\n";
+    return out + "}";
+}
+
+void print_table(std::string& out, const char* name, const float* values, int count) {
+    out += std::string("constant float ") + name + "[" + std::to_string(count) + "] = " + list(values, count) + ";\n";
+}
+
+// torchao's NF4 table rounded to T, for T = fp32, fp16, bf16 (the kernels' dtype index 0, 1, 2).
+template <class T>
+std::string torchao_table() {
+    float v[16];
+    for (int j = 0; j < 16; ++j) v[j] = torchao_nf4_value<T>(j);
+    return list(v, 16);
 }
 
 // The constants of the formats, as the backend kit defines them.
@@ -35,6 +52,8 @@ std::string prelude() {
     print_table(s, "kNf4Thresholds", kNf4Thresholds, 15);
     print_table(s, "kFp4Values", kFp4Values, 16);
     print_table(s, "kFp4MagnitudeThresholds", kFp4MagnitudeThresholds, 7);
+    s += "constant float kTorchaoNf4[3][16] = {" + torchao_table<float>() + ", " + torchao_table<kbit_half>() + ", " +
+         torchao_table<kbit_bf16>() + "};\n";
     s += "#define KBIT_QUANT_FP4 " + std::to_string(static_cast<int>(QuantType::FP4)) + "\n";
     s += "#define KBIT_QUANT_NF4 " + std::to_string(static_cast<int>(QuantType::NF4)) + "\n";
     s += "#define KBIT_DTYPE_FP32 " + std::to_string(KBIT_DTYPE_FP32) + "\n";
@@ -69,23 +88,34 @@ Built& built(Program p) {
     return programs[static_cast<size_t>(p)];
 }
 
-void build(const char* fn, Program p, Built& b) {
-    const Runtime& rt = runtime(fn);
+// Builds program p into b; on failure records the status and the reason (without a function name:
+// every later call reports it under its own name).
+void build(Program p, Built& b) {
+    const Runtime* rt = nullptr;
+    try {
+        rt = &runtime("kbit_opencl");
+    } catch (const Failure& f) {
+        b.status = f.status;
+        b.problem = "no OpenCL device";
+        return;
+    }
     const std::string head = prelude();
     const char* parts[] = {head.c_str(), source_common, kProgramSources[static_cast<size_t>(p)]};
     cl_int err = CL_SUCCESS;
-    b.program = clCreateProgramWithSource(rt.context, 3, parts, nullptr, &err);
-    check(fn, "clCreateProgramWithSource", err);
-    err = clBuildProgram(b.program, 1, &rt.device, build_options(), nullptr, nullptr);
-    if (err != CL_SUCCESS) {
-        size_t size = 0;
-        clGetProgramBuildInfo(b.program, rt.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-        std::string log(size, '\0');
-        clGetProgramBuildInfo(b.program, rt.device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+    b.program = clCreateProgramWithSource(rt->context, 3, parts, nullptr, &err);
+    if (err == CL_SUCCESS) err = clBuildProgram(b.program, 1, &rt->device, build_options(), nullptr, nullptr);
+    if (err == CL_SUCCESS) return;
+    std::string log;
+    size_t size = 0;
+    if (b.program != nullptr &&
+        clGetProgramBuildInfo(b.program, rt->device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS) {
+        log.resize(size);
+        clGetProgramBuildInfo(b.program, rt->device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
         if (log.size() > 300) log.resize(300);
-        fail(KBIT_STATUS_DEVICE_ERROR, fn, "the OpenCL driver could not build kernel program %d (%s): %s",
-             static_cast<int>(p), error_name(err), log.c_str());
     }
+    b.status = KBIT_STATUS_DEVICE_ERROR;
+    b.problem = std::string("the OpenCL driver could not build kernel program ") + std::to_string(static_cast<int>(p)) +
+                " (" + error_name(err) + "): " + log;
 }
 
 }  // namespace
@@ -97,14 +127,7 @@ const char* build_options() {
 
 Kernel kernel(const char* fn, Program program, const char* name) {
     Built& b = built(program);
-    std::call_once(b.once, [&] {
-        try {
-            build(fn, program, b);
-        } catch (const Failure& f) {
-            b.status = f.status;
-            b.problem = last_error_message();
-        }
-    });
+    std::call_once(b.once, [&] { build(program, b); });
     if (b.status != KBIT_STATUS_SUCCESS) fail(b.status, fn, "%s", b.problem.c_str());
     std::lock_guard guard(b.kernels_lock);
     auto it = b.kernels.find(name);
