@@ -16,7 +16,7 @@
 
 namespace kbit::opencl {
 
-enum class Program { Blockwise4bit, Gemm4bit, NestedAbsmax, TorchaoNf4, Count };
+enum class Program { Blockwise4bit, Gemm4bit, NestedAbsmax, TorchaoNf4, Blockwise8bit, Int8, Count };
 
 // A kernel of a program, with the lock that makes setting its arguments and enqueuing it one step
 // (a cl_kernel's arguments are shared state).

@@ -1,0 +1,82 @@
+// blockwise_8bit.cl — blockwise dynamic 8-bit quantize and dequantize against the caller's 256-entry
+// table (kbit_ops_8bit.h), byte-equal to the reference: absmax per block (common.cl's fold), y = x *
+// (1 / absmax) in fp32, and the index of the backend kit's code8_index (kbit_code8.h); dequantize
+// multiplies the table entry by the block's absmax with x86's NaN bits.
+//
+// Both kernels copy the table to local memory first: every element looks at up to nine entries of
+// it, and local memory answers those scattered reads faster than global memory on a GPU.
+
+#define CODE_ENTRIES 256
+#define MAX_GROUP 256  // the host launches groups of at most this many work-items (a power of two)
+
+// common.cl's code8_index (kbit::code8_index, statement for statement) over a table in local memory:
+// OpenCL 1.2 has no generic address space, so one function cannot take both. Seven halving steps
+// from index 127, then a choice between the landing index and its neighbour by the fp32 midpoint: the
+// definition of the rule for every non-decreasing table (and NaN -> 0), so no shortcut is taken.
+uchar code8_index_local(const local float* c, float y) {
+    int p = 127, lo = 0, hi = 255;
+    float lv = -1.0f, hv = 1.0f;
+    for (int step = 64; step >= 1; step >>= 1) {
+        if (y > c[p]) {
+            lo = p;
+            lv = c[p];
+            p += step;
+        } else {
+            hi = p;
+            hv = c[p];
+            p -= step;
+        }
+    }
+    if (hi == 255) hv = c[255];
+    if (lo == 0) lv = c[0];
+    if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);
+    return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);
+}
+
+// The table into local memory, by however many work-items the group has.
+void load_table(local float* table, const global float* code) {
+    for (int j = get_local_id(0); j < CODE_ENTRIES; j += get_local_size(0)) table[j] = code[j];
+}
+
+// One work-group per block, of min(blocksize, MAX_GROUP) work-items (a power of two): each folds a
+// strided part of the block, a tree in local memory folds the parts (max is exact and NaN never
+// enters a part, so the order does not matter), then each work-item codes its strided part.
+kernel void quantize_8bit(ARRAY(float, code), ARRAY(uchar, A), ARRAY(float, absmax), ARRAY(uchar, out), int dt,
+                          long blocksize, long n) {
+    local float table[CODE_ENTRIES];
+    local float partial[MAX_GROUP];
+    const long block = get_group_id(0);
+    const int lid = get_local_id(0);
+    const int group = get_local_size(0);
+    const long begin = block * blocksize;
+    const long end = min(begin + blocksize, n);
+    const global uchar* a = AT(uchar, A);
+    load_table(table, AT(float, code));
+
+    float amax = absmax_start(end - begin, blocksize);
+    for (long i = begin + lid; i < end; i += group) amax = absmax_fold(amax, load_elem(a, i, dt));
+    partial[lid] = amax;
+    for (int width = group / 2; width > 0; width /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < width && partial[lid + width] > partial[lid]) partial[lid] = partial[lid + width];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // also publishes the table
+    amax = partial[0];
+    if (lid == 0) AT(float, absmax)[block] = amax;
+
+    const float r = 1.0f / amax;  // a zero block: +inf, and 0 * inf = NaN codes to 0
+    global uchar* codes = AT(uchar, out);
+    for (long i = begin + lid; i < end; i += group) codes[i] = code8_index_local(table, load_elem(a, i, dt) * r);
+}
+
+// One work-item per element, in groups of MAX_GROUP that share the table; items past n only help load it.
+kernel void dequantize_8bit(ARRAY(float, code), ARRAY(uchar, A), ARRAY(float, absmax), ARRAY(uchar, out), int dt,
+                            long blocksize, long n) {
+    local float table[CODE_ENTRIES];
+    load_table(table, AT(float, code));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const long i = get_global_id(0);
+    if (i >= n) return;
+    const float v = table[AT(uchar, A)[i]];
+    store_elem(AT(uchar, out), i, dt, mul_rn(v, AT(float, absmax)[i / blocksize]));
+}
