@@ -7,7 +7,8 @@
 // it, and local memory answers those scattered reads faster than global memory on a GPU.
 
 #define CODE_ENTRIES 256
-#define MAX_GROUP 256  // the host launches groups of at most this many work-items (a power of two)
+#define GROUP 256      // work-items per work-group of both kernels (a power of two)
+#define ITEM_ELEMS 8   // elements per work-item of dequantize_8bit
 
 // common.cl's code8_index (kbit::code8_index, statement for statement) over a table in local memory:
 // OpenCL 1.2 has no generic address space, so one function cannot take both. Seven halving steps
@@ -38,45 +39,54 @@ void load_table(local float* table, const global float* code) {
     for (int j = get_local_id(0); j < CODE_ENTRIES; j += get_local_size(0)) table[j] = code[j];
 }
 
-// One work-group per block, of min(blocksize, MAX_GROUP) work-items (a power of two): each folds a
-// strided part of the block, a tree in local memory folds the parts (max is exact and NaN never
-// enters a part, so the order does not matter), then each work-item codes its strided part.
+// Work-groups of GROUP work-items; each block gets a segment of min(blocksize, GROUP) of them
+// (several blocks per group for blocksizes below GROUP, so the table is loaded once per GROUP
+// elements at least). Each work-item folds a strided part of its block, a tree in local memory folds
+// the parts of each segment (max is exact and NaN never enters a part, so the order does not
+// matter), then each work-item codes its strided part.
 kernel void quantize_8bit(ARRAY(float, code), ARRAY(uchar, A), ARRAY(float, absmax), ARRAY(uchar, out), int dt,
                           long blocksize, long n) {
     local float table[CODE_ENTRIES];
-    local float partial[MAX_GROUP];
-    const long block = get_group_id(0);
+    local float partial[GROUP];
     const int lid = get_local_id(0);
-    const int group = get_local_size(0);
+    const int seg = (int)min(blocksize, (long)GROUP);  // a power of two dividing GROUP
+    const int first = lid - lid % seg;                 // the segment's first work-item
+    const long block = get_group_id(0) * (GROUP / seg) + lid / seg;
     const long begin = block * blocksize;
-    const long end = min(begin + blocksize, n);
+    const long end = min(begin + blocksize, n);  // end <= begin past the last block: nothing to do
     const global uchar* a = AT(uchar, A);
     load_table(table, AT(float, code));
 
     float amax = absmax_start(end - begin, blocksize);
-    for (long i = begin + lid; i < end; i += group) amax = absmax_fold(amax, load_elem(a, i, dt));
+    for (long i = begin + lid - first; i < end; i += seg) amax = absmax_fold(amax, load_elem(a, i, dt));
     partial[lid] = amax;
-    for (int width = group / 2; width > 0; width /= 2) {
+    for (int width = seg / 2; width > 0; width /= 2) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < width && partial[lid + width] > partial[lid]) partial[lid] = partial[lid + width];
+        if (lid - first < width && partial[lid + width] > partial[lid]) partial[lid] = partial[lid + width];
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // also publishes the table
-    amax = partial[0];
-    if (lid == 0) AT(float, absmax)[block] = amax;
+    amax = partial[first];
+    if (begin >= n) return;
+    if (lid == first) AT(float, absmax)[block] = amax;
 
     const float r = 1.0f / amax;  // a zero block: +inf, and 0 * inf = NaN codes to 0
     global uchar* codes = AT(uchar, out);
-    for (long i = begin + lid; i < end; i += group) codes[i] = code8_index_local(table, load_elem(a, i, dt) * r);
+    for (long i = begin + lid - first; i < end; i += seg) codes[i] = code8_index_local(table, load_elem(a, i, dt) * r);
 }
 
-// One work-item per element, in groups of MAX_GROUP that share the table; items past n only help load it.
+// Work-groups of GROUP work-items that share the table, each work-item ITEM_ELEMS elements GROUP
+// apart (neighbouring work-items touch neighbouring elements).
 kernel void dequantize_8bit(ARRAY(float, code), ARRAY(uchar, A), ARRAY(float, absmax), ARRAY(uchar, out), int dt,
                             long blocksize, long n) {
     local float table[CODE_ENTRIES];
     load_table(table, AT(float, code));
     barrier(CLK_LOCAL_MEM_FENCE);
-    const long i = get_global_id(0);
-    if (i >= n) return;
-    const float v = table[AT(uchar, A)[i]];
-    store_elem(AT(uchar, out), i, dt, mul_rn(v, AT(float, absmax)[i / blocksize]));
+    const global uchar* q = AT(uchar, A);
+    const global float* m = AT(float, absmax);
+    global uchar* y = AT(uchar, out);
+    const long base = get_group_id(0) * (GROUP * ITEM_ELEMS) + get_local_id(0);
+    for (int e = 0; e < ITEM_ELEMS; ++e) {
+        const long i = base + e * GROUP;
+        if (i < n) store_elem(y, i, dt, mul_rn(table[q[i]], m[i / blocksize]));
+    }
 }

@@ -21,7 +21,8 @@ using namespace kbit::opencl;
 
 namespace {
 
-constexpr size_t kMaxGroup = 256;     // MAX_GROUP of blockwise_8bit.cl
+constexpr size_t kGroup = 256;        // GROUP of blockwise_8bit.cl
+constexpr size_t kItemElems = 8;      // ITEM_ELEMS of blockwise_8bit.cl
 constexpr size_t kRowGroup = 256;     // ROW_GROUP of int8.cl
 constexpr size_t kTile = 16;          // TILE of int8.cl
 constexpr size_t kScanGroup = 256;    // SCAN_GROUP of int8.cl
@@ -69,10 +70,11 @@ kbit_status quantize_8bit(const char* fn, const float* code, const T* A, float* 
                           int64_t blocksize, int64_t n, void* stream) {
     return run([&] {
         const int64_t blocks = blocks_of(n, blocksize);
-        // A group per block; blocks smaller than kMaxGroup (32 ... 128) get one work-item per element.
-        const size_t group = std::min(static_cast<size_t>(blocksize), kMaxGroup);
-        launch(fn, queue_of(fn, stream), Program::Blockwise8bit, "quantize_8bit", static_cast<size_t>(blocks) * group,
-               group, resolve_array(fn, code, 256, "code"), resolve_array(fn, A, n, "A"),
+        // A segment of min(blocksize, kGroup) work-items per block, kGroup / segment blocks per group.
+        const size_t per_group = kGroup / std::min(static_cast<size_t>(blocksize), kGroup);
+        const size_t groups = (static_cast<size_t>(blocks) + per_group - 1) / per_group;
+        launch(fn, queue_of(fn, stream), Program::Blockwise8bit, "quantize_8bit", groups * kGroup, kGroup,
+               resolve_array(fn, code, 256, "code"), resolve_array(fn, A, n, "A"),
                resolve_array(fn, absmax, blocks, "absmax"), resolve_array(fn, out, n, "out"), Elem<T>::dtype,
                blocksize, n);
     });
@@ -82,7 +84,8 @@ template <class T>
 kbit_status dequantize_8bit(const char* fn, const float* code, const uint8_t* A, const float* absmax, T* out,
                             int64_t blocksize, int64_t n, void* stream) {
     return run([&] {
-        launch(fn, queue_of(fn, stream), Program::Blockwise8bit, "dequantize_8bit", static_cast<size_t>(n), kMaxGroup,
+        const size_t groups = (static_cast<size_t>(n) + kGroup * kItemElems - 1) / (kGroup * kItemElems);
+        launch(fn, queue_of(fn, stream), Program::Blockwise8bit, "dequantize_8bit", groups * kGroup, kGroup,
                resolve_array(fn, code, 256, "code"), resolve_array(fn, A, n, "A"),
                resolve_array(fn, absmax, blocks_of(n, blocksize), "absmax"), resolve_array(fn, out, n, "out"),
                Elem<T>::dtype, blocksize, n);
