@@ -3,8 +3,9 @@
 // (1 / absmax) in fp32, and the index of the backend kit's code8_index (kbit_code8.h); dequantize
 // multiplies the table entry by the block's absmax with x86's NaN bits.
 //
-// Both kernels copy the table to local memory first: every element looks at up to nine entries of
-// it, and local memory answers those scattered reads faster than global memory on a GPU.
+// Both kernels copy the table to local memory first: the quantizer looks at up to nine entries of it
+// per element, the dequantizer at one, and local memory answers those scattered reads faster than
+// global memory on a GPU.
 
 #define CODE_ENTRIES 256
 #define GROUP 256      // work-items per work-group of both kernels (a power of two)
