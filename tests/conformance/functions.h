@@ -55,9 +55,10 @@ void count_calls(Backend& b);
 // message when a tag names no function of the .def lists. Called by main() before anything runs.
 bool settle_function_tags(std::string* error);
 
-// Hides (tag [.absent-interface]) every test case that calls a function of an interface the backend
+// Hides and tags [absent-interface] every test case that calls a function of an interface the backend
 // does not export, so that a partial backend runs the cases of what it implements; returns their
-// number. Asked for by name or tag, such a case fails at its first call of a missing function.
+// number. main() excludes them from every test spec too (Catch2 runs a hidden case that a tag names),
+// and a case that still calls a missing function fails at that call.
 int hide_cases_of_absent_interfaces();
 
 // The Catch2 test spec of `--function NAME`; false and a message for a name of no exported function.
