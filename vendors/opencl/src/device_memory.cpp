@@ -12,8 +12,9 @@ namespace {
 
 struct Allocation {
     size_t bytes;
-    size_t reserved;  // bytes of address space reserved, a multiple of the page size
+    size_t reserved;  // bytes of address space reserved, a multiple of the page size; 0 for external
     cl_mem buffer;
+    bool external;    // register_external(): the caller's memory and buffer
 };
 
 std::shared_mutex g_lock;
@@ -40,7 +41,7 @@ void* allocate(const char* fn, size_t bytes) {
     }
     try {
         std::unique_lock lock(g_lock);
-        allocations().emplace(reinterpret_cast<uintptr_t>(range), Allocation{bytes, reserved, buffer});
+        allocations().emplace(reinterpret_cast<uintptr_t>(range), Allocation{bytes, reserved, buffer, false});
     } catch (...) {
         clReleaseMemObject(buffer);
         munmap(range, reserved);
@@ -56,12 +57,40 @@ void release(const char* fn, void* ptr) {
         auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
         if (it == allocations().end())
             fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "%p is not an allocation of this backend", ptr);
+        if (it->second.external)
+            fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "%p is managed memory (free it with kbit_free_managed_ptr)", ptr);
         a = it->second;
         allocations().erase(it);
     }
     // OpenCL keeps the buffer alive until the commands queued on it have finished.
     clReleaseMemObject(a.buffer);
     munmap(ptr, a.reserved);
+}
+
+void register_external(const char* fn, void* ptr, size_t bytes, cl_mem buffer) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    std::unique_lock lock(g_lock);
+    // Host memory never overlaps a reserved range or another live allocation; this guards the table.
+    auto next = allocations().lower_bound(p);
+    const bool overlaps = (next != allocations().end() && next->first - p < bytes) ||
+                          (next != allocations().begin() && p - std::prev(next)->first < std::prev(next)->second.bytes);
+    if (overlaps) {
+        lock.unlock();
+        fail(KBIT_STATUS_DEVICE_ERROR, fn, "%zu bytes at %p overlap memory this backend already knows", bytes, ptr);
+    }
+    allocations().emplace_hint(next, p, Allocation{bytes, 0, buffer, true});
+}
+
+cl_mem unregister_external(const char* fn, void* ptr) {
+    std::unique_lock lock(g_lock);
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations().end() || !it->second.external) {
+        lock.unlock();
+        fail(KBIT_STATUS_INVALID_ARGUMENT, fn, "%p is not managed memory of this backend (cget_managed_ptr)", ptr);
+    }
+    const cl_mem buffer = it->second.buffer;
+    allocations().erase(it);
+    return buffer;
 }
 
 DeviceArray resolve(const char* fn, const void* ptr, uint64_t bytes, const char* what, size_t align) {

@@ -28,6 +28,14 @@ void* allocate(const char* fn, size_t bytes);
 // Frees an allocation; `ptr` must be the address allocate() returned.
 void release(const char* fn, void* ptr);
 
+// Memory the backend did not allocate behind a reserved range but that kernels reach the same way: a
+// buffer the caller created over `bytes` bytes at host address `ptr` (cget_managed_ptr: a
+// CL_MEM_USE_HOST_PTR buffer over fine-grained SVM, src/managed_memory.cpp). resolve() then finds it;
+// release() refuses it. The table keeps no reference: unregister_external() returns the buffer to its
+// owner, or throws INVALID_ARGUMENT when `ptr` was not registered.
+void register_external(const char* fn, void* ptr, size_t bytes, cl_mem buffer);
+cl_mem unregister_external(const char* fn, void* ptr);
+
 // The buffer and offset of `bytes` bytes at device address `ptr`, aligned to `align` bytes; `what`
 // names the argument in the message of the INVALID_ARGUMENT thrown when the range is not inside one
 // allocation of this backend or is misaligned.
