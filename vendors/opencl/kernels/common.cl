@@ -141,3 +141,32 @@ uchar code8_index(const global float* c, float y) {
     if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);
     return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);
 }
+
+// ---- Optimizers (optim32.cl, optim8_blockwise.cl) ---------------------------------------------------
+// The per-call constants of kbit_optim_math.h (optim::Consts), computed on the host (its beta^t is a
+// binary64 power, which an OpenCL device need not have) and passed by value. The layout is
+// OptimConsts in src/ops_optim8.cpp, field for field; the kit's bools are ints here (a kernel argument
+// may not hold a bool).
+typedef struct {
+    float beta1, beta2, beta3, alpha, eps, lr, wd, gnorm_scale;
+    float omb1, omb2, omb3;  // 1 - beta
+    float c1, c2;            // 1 - beta1^t, sqrt(1 - beta2^t)
+    float step_size, eps_c2, neg_lr, decay, rc1, rc2;
+    float u, su;             // the update-norm clip factor and u * step_size (1 and step_size unclipped)
+    int has_wd, first_step, skip_zeros;
+} OptimConsts;
+
+// The kinds of optim::Kind.
+#define KIND_ADAM 0
+#define KIND_MOMENTUM 1
+#define KIND_RMSPROP 2
+#define KIND_LION 3
+#define KIND_ADAGRAD 4
+#define KIND_ADEMAMIX 5
+
+bool two_state(int kind) { return kind == KIND_ADAM || kind == KIND_ADEMAMIX; }
+
+// sgn with sgn(0) = sgn(NaN) = 0, and the bit tests of kbit_optim_math.h.
+float sgn(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
+bool finite_bits(float x) { return (as_uint(x) & 0x7F800000u) != 0x7F800000u; }
+bool sign_bit(float x) { return (as_uint(x) >> 31) != 0; }

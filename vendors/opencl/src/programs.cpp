@@ -16,12 +16,15 @@ extern const char source_nested_absmax[];
 extern const char source_torchao_nf4[];
 extern const char source_blockwise_8bit[];
 extern const char source_int8[];
+extern const char source_optim32[];
+extern const char source_optim8_blockwise[];
 
 namespace {
 
 // By Program, in its order.
 const char* const kProgramSources[] = {source_blockwise_4bit, source_gemm_4bit, source_nested_absmax,
-                                       source_torchao_nf4, source_blockwise_8bit, source_int8};
+                                       source_torchao_nf4, source_blockwise_8bit, source_int8,
+                                       source_optim32, source_optim8_blockwise};
 static_assert(sizeof kProgramSources / sizeof kProgramSources[0] == static_cast<size_t>(Program::Count));
 
 // "{v0, v1, ...}" with every float printed exactly (hexadecimal).

@@ -16,7 +16,8 @@
 
 namespace kbit::opencl {
 
-enum class Program { Blockwise4bit, Gemm4bit, NestedAbsmax, TorchaoNf4, Blockwise8bit, Int8, Count };
+enum class Program { Blockwise4bit, Gemm4bit, NestedAbsmax, TorchaoNf4, Blockwise8bit, Int8, Optim32,
+                     Optim8Blockwise, Count };
 
 // A kernel of a program, with the lock that makes setting its arguments and enqueuing it one step
 // (a cl_kernel's arguments are shared state).
@@ -35,9 +36,12 @@ inline void set_arg(const char* fn, cl_kernel k, cl_uint& index, const DeviceArr
     check(fn, "clSetKernelArg", clSetKernelArg(k, index++, sizeof(cl_mem), &a.buffer));
     check(fn, "clSetKernelArg", clSetKernelArg(k, index++, sizeof(cl_ulong), &a.offset));
 }
+// Numbers, and plain structs of numbers that a kernel declares with the same layout (e.g. OptimConsts).
 template <class T>
 void set_arg(const char* fn, cl_kernel k, cl_uint& index, const T& v) {
-    static_assert(std::is_arithmetic_v<T>, "kernel scalars are numbers (pass arrays as DeviceArray)");
+    static_assert(std::is_arithmetic_v<T> || (std::is_class_v<T> && std::is_trivially_copyable_v<T> &&
+                                              std::is_standard_layout_v<T>),
+                  "kernel scalars are numbers or plain structs (pass arrays as DeviceArray)");
     check(fn, "clSetKernelArg", clSetKernelArg(k, index++, sizeof(T), &v));
 }
 }  // namespace detail
