@@ -11,30 +11,6 @@
 #define GROUP 256      // work-items per work-group of both kernels (a power of two)
 #define ITEM_ELEMS 8   // elements per work-item of dequantize_8bit
 
-// common.cl's code8_index (kbit::code8_index, statement for statement) over a table in local memory:
-// OpenCL 1.2 has no generic address space, so one function cannot take both. Seven halving steps
-// from index 127, then a choice between the landing index and its neighbour by the fp32 midpoint: the
-// definition of the rule for every non-decreasing table (and NaN -> 0), so no shortcut is taken.
-uchar code8_index_local(const local float* c, float y) {
-    int p = 127, lo = 0, hi = 255;
-    float lv = -1.0f, hv = 1.0f;
-    for (int step = 64; step >= 1; step >>= 1) {
-        if (y > c[p]) {
-            lo = p;
-            lv = c[p];
-            p += step;
-        } else {
-            hi = p;
-            hv = c[p];
-            p -= step;
-        }
-    }
-    if (hi == 255) hv = c[255];
-    if (lo == 0) lv = c[0];
-    if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);
-    return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);
-}
-
 // The table into local memory, by however many work-items the group has.
 void load_table(local float* table, const global float* code) {
     for (int j = get_local_id(0); j < CODE_ENTRIES; j += get_local_size(0)) table[j] = code[j];

@@ -121,26 +121,31 @@ float round_to(int dt, float x) {
 }
 
 // The index of the 8-bit code nearest y in the sorted 256-entry table c (kbit_code8.h): a binary
-// search, then the nearer neighbour by the midpoint, ties as the reference breaks them.
-uchar code8_index(const global float* c, float y) {
-    int p = 127, lo = 0, hi = 255;
-    float lv = -1.0f, hv = 1.0f;
-    for (int step = 64; step >= 1; step >>= 1) {
-        if (y > c[p]) {
-            lo = p;
-            lv = c[p];
-            p += step;
-        } else {
-            hi = p;
-            hv = c[p];
-            p -= step;
-        }
+// search, then the nearer neighbour by the midpoint, ties as the reference breaks them. OpenCL 1.2
+// has no generic address space, so the one body is stamped out for tables in global memory
+// (code8_index) and in local memory (code8_index_local).
+#define KBIT_CODE8_INDEX(name, space)                                   \
+    uchar name(const space float* c, float y) {                         \
+        int p = 127, lo = 0, hi = 255;                                  \
+        float lv = -1.0f, hv = 1.0f;                                    \
+        for (int step = 64; step >= 1; step >>= 1) {                    \
+            if (y > c[p]) {                                             \
+                lo = p;                                                 \
+                lv = c[p];                                              \
+                p += step;                                              \
+            } else {                                                    \
+                hi = p;                                                 \
+                hv = c[p];                                              \
+                p -= step;                                              \
+            }                                                           \
+        }                                                               \
+        if (hi == 255) hv = c[255];                                     \
+        if (lo == 0) lv = c[0];                                         \
+        if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);  \
+        return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);                \
     }
-    if (hi == 255) hv = c[255];
-    if (lo == 0) lv = c[0];
-    if (y > c[p]) return (uchar)(y > (hv + c[p]) * 0.5f ? hi : p);
-    return (uchar)(y < (lv + c[p]) * 0.5f ? lo : p);
-}
+KBIT_CODE8_INDEX(code8_index, global)
+KBIT_CODE8_INDEX(code8_index_local, local)
 
 // ---- Optimizers (optim32.cl, optim8_blockwise.cl) ---------------------------------------------------
 // The per-call constants of kbit_optim_math.h (optim::Consts), computed on the host (its beta^t is a
