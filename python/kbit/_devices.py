@@ -2,6 +2,8 @@
 
 Arrays are recognised by duck typing, without importing torch or cupy unless the object is one:
   - numpy.ndarray                        -> device "cpu", pointer .ctypes.data, no stream;
+  - kbit.DeviceArray                     -> the backend that allocated it (its `lib`), its pointer and
+    stream; its device type is "cuda" for memory of the CUDA backend, else the backend's name;
   - a torch.Tensor                       -> its device type, data_ptr(), torch's current stream there;
   - anything with __cuda_array_interface__ (cupy, numba, ...) -> "cuda", its data pointer, and the
     stream it names (the interface's "stream" entry: 1 = legacy default, 2 = per-thread default).
@@ -35,6 +37,16 @@ def register_backend(device_type, name_or_path):
 def registered_backends():
     with _lock:
         return dict(_registry)
+
+
+def _serves_cuda(lib):
+    """Whether `lib` is the CUDA backend: the backend named "cuda", or the library already opened for
+    the spec registered for device type "cuda" (a vendor's CUDA backend, register_backend)."""
+    if lib.name == "cuda":
+        return True
+    with _lock:
+        spec = _registry.get("cuda")
+    return spec is not None and _library.loaded(spec) is lib
 
 
 def backend_for(device_type):
@@ -75,6 +87,40 @@ class _NumpyAdapter:
     @staticmethod
     def to_numpy(x, lib):
         return x
+
+
+class _DeviceArrayAdapter:
+    """kbit.DeviceArray: memory of the backend that allocated it, which runs the call (whatever the
+    registry says); outputs are DeviceArrays of that backend and stream, copies go through its
+    kbit_memcpy (the memory need not be host-addressable: an OpenCL backend's is not)."""
+
+    @staticmethod
+    def matches(x):
+        return isinstance(x, DeviceArray)
+
+    @staticmethod
+    def device_type(x):
+        return x.device_type
+
+    @staticmethod
+    def lib(x):
+        return x.lib
+
+    @staticmethod
+    def info(x):
+        return x.ptr, x.shape, x.dtype, True, x.stream
+
+    @staticmethod
+    def empty(like, shape, dtype, lib):
+        return DeviceArray(like.lib, shape, dtype, stream=like.stream)
+
+    @staticmethod
+    def from_numpy(like, arr, lib):
+        return DeviceArray.from_numpy(like.lib, arr, stream=like.stream)
+
+    @staticmethod
+    def to_numpy(x, lib):
+        return x.numpy()
 
 
 class _TorchAdapter:
@@ -119,7 +165,7 @@ class _TorchAdapter:
 
 
 class _CudaArrayAdapter:
-    """Any object with __cuda_array_interface__; outputs are cupy arrays for cupy inputs, otherwise
+    """Any other object with __cuda_array_interface__; outputs are cupy arrays for cupy inputs, otherwise
     kbit.DeviceArray objects allocated by the backend (kbit_device_malloc)."""
 
     @staticmethod
@@ -161,8 +207,8 @@ class _CudaArrayAdapter:
     def to_numpy(cls, x, lib):
         if cls._is_cupy(x):
             return x.get()
-        if isinstance(x, DeviceArray):
-            return x.numpy()
+        if lib is None:  # a caller without a context (checkpoint, QuantState.from_dict)
+            lib = backend_for("cuda")
         ptr, shape, dtype, contiguous, _ = cls.info(x)
         if not contiguous:
             raise ValueError("kbit: cannot copy a non-contiguous device array to the host")
@@ -171,7 +217,8 @@ class _CudaArrayAdapter:
         return out
 
 
-_ADAPTERS = (_NumpyAdapter, _TorchAdapter, _CudaArrayAdapter)
+# DeviceArray before __cuda_array_interface__: a CUDA DeviceArray offers both, and belongs to its lib.
+_ADAPTERS = (_NumpyAdapter, _DeviceArrayAdapter, _TorchAdapter, _CudaArrayAdapter)
 
 
 def _c_strides(shape, itemsize):
@@ -203,14 +250,34 @@ def adapter(x):
         if a.matches(x):
             return a
     raise TypeError(f"kbit: unsupported array type {type(x).__module__}.{type(x).__name__} (expected a numpy "
-                    "array, a torch tensor or an object with __cuda_array_interface__)")
+                    "array, a kbit.DeviceArray, a torch tensor or an object with __cuda_array_interface__)")
+
+
+def to_host(x):
+    """A numpy array of x's values: x itself for numpy, a copy through its adapter for device arrays
+    (torch, cupy, kbit.DeviceArray, __cuda_array_interface__), np.asarray() for anything else (lists,
+    scalars)."""
+    if isinstance(x, np.ndarray):
+        return x
+    for a in _ADAPTERS:
+        if a.matches(x):
+            return a.to_numpy(x, None)
+    return np.asarray(x)
 
 
 class DeviceArray:
-    """Memory of a kbit backend (kbit_device_malloc), returned for inputs that are neither numpy, torch
-    nor cupy arrays. Exposes __cuda_array_interface__ (cupy.asarray / numba can wrap it) and .numpy().
-    `stream` is the stream of the call that produced it (its interface's "stream" entry), so later
-    calls on it run on the same stream."""
+    """Memory of a kbit backend (kbit_device_malloc of `lib`), C-contiguous. Returned for inputs that
+    are neither numpy, torch nor cupy arrays, and made by `DeviceArray.from_numpy(lib, arr)` for any
+    backend (`lib = kbit.load("opencl")`). The functional API and the optimizers run a call on
+    DeviceArrays on their own `lib`, whatever is registered for a device type, and return DeviceArrays
+    of that backend and stream.
+
+    The memory need not be addressable from the host (an OpenCL backend's is not): `.numpy()` copies it
+    with kbit_memcpy, and np.asarray() of a DeviceArray is a TypeError rather than a wrong object
+    array. __cuda_array_interface__ (cupy.asarray / numba can wrap it) exists only for memory of the
+    CUDA backend (`device_type` "cuda"); elsewhere hasattr() is False. `stream` is the stream of the
+    call that produced it (its interface's "stream" entry), so later calls on it run on the same
+    stream."""
 
     def __init__(self, lib, shape, dtype, stream=None):
         import ctypes
@@ -219,12 +286,16 @@ class DeviceArray:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        # "cuda" for memory of the CUDA backend (it meets cupy / numba / torch CUDA arrays), else the
+        # backend's own name ("cpu": host memory, which numpy arrays may be mixed with).
+        self.device_type = "cuda" if _serves_cuda(lib) else lib.name
         ptr = ctypes.c_void_p()
         lib.checked.kbit_device_malloc(ctypes.byref(ptr), max(self.nbytes, 1))
         self.ptr = ptr.value
 
     @classmethod
     def from_numpy(cls, lib, arr, stream=None):
+        """A copy of the host array `arr` in memory of backend `lib` (kbit_memcpy)."""
         arr = np.ascontiguousarray(arr)
         d = cls(lib, arr.shape, arr.dtype, stream)
         if arr.nbytes:
@@ -233,13 +304,23 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self):
+        if self.device_type != "cuda":
+            raise AttributeError(f"kbit.DeviceArray on backend {self.lib.name!r} is not CUDA memory: it has no "
+                                 "__cuda_array_interface__ (copy it with .numpy())")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
                 "strides": None, "stream": self.stream}
 
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(f"kbit.DeviceArray on backend {self.lib.name!r}: implicit conversion to a numpy array is "
+                        "not allowed; use .numpy()")
+
     def numpy(self):
+        """A host copy: waits for the array's stream, then kbit_memcpy (synchronous with the host)."""
         out = np.empty(self.shape, dtype=self.dtype)
         if self.nbytes:
-            self.lib.checked.kbit_memcpy(out.ctypes.data, self.ptr, self.nbytes, 2)
+            if self.stream is not None:  # work on another stream than the copy's may still be running
+                self.lib.checked.kbit_stream_synchronize(self.stream)
+            self.lib.checked.kbit_memcpy(out.ctypes.data, self.ptr, self.nbytes, 2)  # DEVICE_TO_HOST
         return out
 
     def reshape(self, *shape):
@@ -272,7 +353,9 @@ class Ctx:
         self.adapter = adapter(x)
         self.like = x
         self.device_type = self.adapter.device_type(x)
-        self.lib = backend_for(self.device_type)
+        # A kbit.DeviceArray names its backend; other arrays find theirs by device type (the registry).
+        own = getattr(self.adapter, "lib", None)
+        self.lib = own(x) if own is not None else backend_for(self.device_type)
         self.info = self.adapter.info(x)  # (ptr, shape, dtype, contiguous, stream) of the input
         self.stream = self.info[4]
 

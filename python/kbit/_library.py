@@ -270,6 +270,14 @@ _cache = {}
 _cache_lock = threading.Lock()
 
 
+def loaded(backend=None):
+    """The kbit.Library load(backend) returned before, or None when it has not been opened (never
+    opens one)."""
+    key = None if backend is None else os.fspath(backend)
+    with _cache_lock:
+        return _cache.get(key)
+
+
 def load(backend=None):
     """Returns a kbit.Library.
 

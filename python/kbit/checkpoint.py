@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ._devices import adapter
+from ._devices import adapter, to_host
 from .functional import QuantState, _check_saved
 
 WEIGHT_FORMAT_ROW = 0  # the only LLM.int8 weight_format bitsandbytes still accepts ("row")
@@ -105,7 +105,7 @@ def load_int8(tensors, prefix):
     fmt = tensors.get(f"{prefix}.weight_format")
     if fmt is not None:
         try:
-            fmt = np.asarray(fmt)
+            fmt = to_host(fmt)  # a device array is copied, never read through its pointer
         except (ValueError, TypeError):  # a ragged list
             raise ValueError(f"load_int8: {prefix}.weight_format must be one integer, not {type(fmt).__name__}") \
                 from None

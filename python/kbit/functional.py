@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _abi
-from ._devices import Ctx, adapter
+from ._devices import Ctx, adapter, to_host
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
@@ -459,7 +459,7 @@ class QuantState:
         if qs_key:
             _check_saved(f"{fn}: {src}", d[src], _U8)
             try:
-                fields = unpack_tensor_to_dict(adapter(d[src]).to_numpy(d.pop(src), None))
+                fields = unpack_tensor_to_dict(to_host(d.pop(src)))
             except (ValueError, RecursionError) as e:  # not UTF-8, not JSON
                 raise ValueError(f"{fn}: {src} is not a JSON object ({e})") from None
             if not isinstance(fields, dict):
@@ -533,7 +533,8 @@ def pack_dict_to_tensor(source):
 
 
 def unpack_tensor_to_dict(tensor):
-    return json.loads(bytes(np.asarray(tensor, dtype=np.uint8).tobytes()).decode("utf-8"))
+    """The dict pack_dict_to_tensor stored (a device array is copied to the host first)."""
+    return json.loads(bytes(np.asarray(to_host(tensor), dtype=np.uint8).tobytes()).decode("utf-8"))
 
 
 # ---- 4-bit ------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import weakref
 import ml_dtypes
 import numpy as np
 
-from ._devices import Ctx, adapter
+from ._devices import Ctx, DeviceArray, adapter
 from .functional import _check_saved, create_dynamic_map
 
 BLOCKSIZE = 256  # KBIT_OPTIM8_BLOCKSIZE
@@ -386,8 +386,8 @@ def _prefetch(lib, p, arrays):
         device = p.device.index if p.device.index is not None else 0
     elif mod == "cupy":
         device = p.device.id
-    elif adapter(p).device_type(p) == "cuda":
-        device = 0
+    elif adapter(p).device_type(p) == "cuda" or (isinstance(p, DeviceArray) and p.device_type != "cpu"):
+        device = 0  # the one device of a vendor backend's DeviceArray (OpenCL)
     for a in arrays:
         if a is not None:
             lib.checked.cprefetch(a.ctypes.data, a.nbytes, device)
