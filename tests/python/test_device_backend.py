@@ -383,3 +383,38 @@ def test_adam8bit_steps_equal_the_cpu_backend(lib, cpu, rng, dt):
         bad = opt_cpu.state_dict()
         with pytest.raises(ValueError, match=f"is on device 'cpu', expected '{p_dev.device_type}'"):
             opt_dev.load_state_dict(bad)
+
+
+def _managed_memory_or_skip(lib):
+    addr = lib.cget_managed_ptr(64)
+    if not addr:
+        pytest.skip(f"backend {lib.name} has no managed memory for paged state: {lib.last_error()}")
+    lib.checked.kbit_free_managed_ptr(addr)
+
+
+@pytest.mark.parametrize("name", ["PagedAdamW8bit", "LAMB32bit", "Lion8bit"])
+def test_other_optimizer_paths_equal_the_cpu_backend(lib, cpu, rng, name):
+    """Paged state (numpy arrays over the backend's managed memory, prefetched to its device), the
+    update-norm clipping of LAMB (the parameter's norm from a host copy), a one-state 8-bit optimizer."""
+    need(lib, "optim8")
+    if name.startswith("Paged"):
+        _managed_memory_or_skip(lib)
+    n = 100_000 if name.startswith("Paged") else 5000  # paged from 1e5 elements; 8-bit from 4096
+    p0 = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    grads = [(rng.standard_normal(n) * 0.01).astype(np.float32) for _ in range(2)]
+    cls = getattr(kbit.optim, name)
+    p_dev, p_cpu = dev(lib, p0), p0.copy()
+    opt_dev, opt_cpu = cls([p_dev]), cls([p_cpu])
+    for g in grads:
+        opt_dev.step([dev(lib, g)])
+        opt_cpu.step([g])
+        assert same_bytes(p_dev.numpy(), p_cpu)
+    st, ref_st = opt_dev.state[0], opt_cpu.state[0]
+    assert st.keys() == ref_st.keys()
+    for key, v in st.items():
+        if isinstance(v, (np.ndarray, kbit.DeviceArray)):
+            if st.get("paged") and key in ("state1", "state2"):
+                assert isinstance(v, np.ndarray)  # managed memory, host-addressable by contract
+            else:
+                assert_device_output(v, lib)
+            assert same_bytes(v if isinstance(v, np.ndarray) else host(v), ref_st[key]), key
