@@ -11,7 +11,7 @@ on the host except through kbit_memcpy (an OpenCL backend's device pointers faul
 these tests are the Python package's check that no call path assumes host memory. Tests of an
 interface the backend lacks (8bit, optim8) skip with the reason.
 
-Exact functions (quantize, dequantize, nested scales, 8-bit blockwise, the 8-bit Adam step) must give
+Exact functions (quantize, dequantize, nested scales, 8-bit blockwise, LLM.int8, the optimizers) must give
 the CPU backend's bytes; the GEMV and GEMM, whose fp32 summation order is the backend's, must be
 within the bound of test_functional_4bit / test_compat of the fp64 product, so within twice it of the
 CPU backend's result (the conformance suite's comparison of two summation orders).
@@ -355,6 +355,33 @@ def test_blockwise_8bit_round_trip(lib, cpu, rng, dt, blocksize, nested):
     out = kbit.dequantize_blockwise(q, state)
     assert_device_output(out, lib)
     assert same_bytes(host(out), kbit.dequantize_blockwise(ref_q, ref_state))
+
+
+@pytest.mark.parametrize("dt", DTS)
+def test_llm_int8_chain(lib, cpu, rng, dt):
+    """int8_vectorwise_quant (fp16 on the backend, fp32/bf16 from a host copy), int8_double_quant, the
+    int8 GEMM, int8_mm_dequant, int8_vectorwise_dequant and the outlier product: the CPU's bytes."""
+    need(lib, "8bit")
+    A = ref.to_dtype(rng.standard_normal((5, 64)) * 3, dt)
+    W = (rng.standard_normal((16, 64))).astype(np.float16)
+    got, want = F.int8_vectorwise_quant(dev(lib, A), threshold=6.0), F.int8_vectorwise_quant(A, threshold=6.0)
+    assert want[2] is not None and all(same_bytes(host(x), y) for x, y in zip(got, want))
+    got, want = F.int8_double_quant(dev(lib, A), threshold=6.0), F.int8_double_quant(A, threshold=6.0)
+    assert all(same_bytes(host(x), y) for x, y in zip(got, want))
+    qa, sa, _ = F.int8_vectorwise_quant(A.astype(np.float16))
+    qw, sw, _ = F.int8_vectorwise_quant(W)
+    acc = F.int8_linear_matmul(dev(lib, qa), dev(lib, qw))
+    acc_cpu = F.int8_linear_matmul(qa, qw)
+    assert same_bytes(host(acc), acc_cpu)
+    bias = rng.standard_normal(16).astype(np.float16)
+    assert same_bytes(host(F.int8_mm_dequant(acc, dev(lib, sa), dev(lib, sw), bias=dev(lib, bias))),
+                      F.int8_mm_dequant(acc_cpu, sa, sw, bias=bias))
+    assert same_bytes(host(F.int8_vectorwise_dequant(dev(lib, qa), dev(lib, sa))), F.int8_vectorwise_dequant(qa, sa))
+    out, out_cpu = dev(lib, np.zeros((5, 16), np.float16)), np.zeros((5, 16), np.float16)
+    cols = np.array([1, 7, 40], np.int64)
+    F.int8_outlier_matmul(dev(lib, A.astype(np.float16)), dev(lib, qw), dev(lib, sw), dev(lib, cols), out)
+    F.int8_outlier_matmul(A.astype(np.float16), qw, sw, cols, out_cpu)
+    assert same_bytes(host(out), out_cpu)
 
 
 @pytest.mark.parametrize("dt", DTS)
