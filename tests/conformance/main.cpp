@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "functions.h"
+#include "golden.h"
 #include "kbit/kbit_loader.h"
 
 namespace {
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
 #undef KBIT_INTERFACE
     std::printf(", bnb_cpu %s\n", b.has_bnb_cpu() ? version(b.bnb_cpu_version).c_str() : "absent (its cases are skipped)");
     report_stubs(b.path);
+    // Where the golden test cases read their vectors (golden.h: an installed suite's own copy).
+    std::printf("golden vectors: %s\n", kbit_test::golden_dir().c_str());
     if (const int hidden = kbit_test::hide_cases_of_absent_interfaces()) {
         std::printf("skipped: %d test cases that call functions of absent interfaces (tag [absent-interface])\n", hidden);
         exclude_absent(config.testsOrTags);
