@@ -86,7 +86,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The parser of the lists lives in the Python package, which reads them at import.
 sys.path.insert(0, str(ROOT / "python" / "kbit"))
-from _abidef import families, parse_def, parse_interfaces  # noqa: E402
+from _abidef import MAJOR, families, parse_def, parse_interfaces, version_symbol  # noqa: E402
 ABI = ROOT / "abi"
 GENERATED = ABI / "generated"
 REGISTRY = parse_interfaces(ABI / "interfaces.def")
@@ -101,15 +101,10 @@ ALL_LISTS = INTERFACES + (LOADER, IO, BNB_CPU)
 HEADER_LISTS = INTERFACES + (IO, BNB_CPU)
 INCLUDE = ROOT / "include" / "kbit"
 TABLES_HEADER = INCLUDE / "kbit_loader_tables.h"
-MAJOR = 1  # major of every interface in this tree; checked against the headers by tests
 WIDTH = 110  # column limit of the generated declarations
 
 # Column headings of the variant attributes; dt and T share the "element type" column.
 _ATTR_HEADINGS = {"fmt": "format", "opt": "optimizer"}
-
-
-def version_symbol(iface):
-    return f"kbit_{iface}_interface_version"
 
 
 def symbols(iface):

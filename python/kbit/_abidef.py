@@ -1,8 +1,18 @@
 """The reader of kbit's ABI lists (abi/*.def and the interface registry abi/interfaces.def), shared by
-the Python package (kbit._abi, at import) and scripts/abi_gen.py, which generates the ABI files from
-the same data. Standard library only. The format is described in scripts/abi_gen.py."""
+the Python package (kbit._abi, at import), scripts/abi_gen.py, which generates the ABI files from
+the same data, and the export checker tests/abi/check_exports.py (installed as kbit-check-exports,
+beside a copy of this file). Standard library only. The format is described in scripts/abi_gen.py."""
 import re
 from pathlib import Path
+
+# The major of every list (the headers' KBIT_<LIST>_VERSION_MAJOR): a list's version nodes are
+# KBIT_<LIST>_<MAJOR>.<minor>.
+MAJOR = 1
+
+
+def version_symbol(name):
+    """The version function every exporter of list `name` exports (kbit_<name>_interface_version)."""
+    return f"kbit_{name}_interface_version"
 
 _INTERFACE = re.compile(r"^KBIT_INTERFACE\((\w+),\s*(\w+),\s*(\w+)\)\s*$")
 
