@@ -445,3 +445,30 @@ def test_other_optimizer_paths_equal_the_cpu_backend(lib, cpu, rng, name):
             else:
                 assert_device_output(v, lib)
             assert same_bytes(v if isinstance(v, np.ndarray) else host(v), ref_st[key]), key
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(lib, rng):
+    """A device context does not survive fork(): the OpenCL backend answers the child with
+    KBIT_STATUS_DEVICE_ERROR and a sentence; the parent's memory stays usable."""
+    if lib.name != "opencl":
+        pytest.skip(f"the fork rule checked here is the OpenCL backend's (this is {lib.name})")
+    x = dev(lib, rng.standard_normal(256).astype(np.float32))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report the outcome through the pipe, never return into pytest
+        try:
+            F.quantize_4bit(x, quant_type="nf4")
+            outcome = "no error"
+        except kbit.KbitError as e:
+            outcome = str(e)  # "KBIT_STATUS_...: function: sentence"
+        except BaseException as e:  # noqa: BLE001 - anything else is the failure to report
+            outcome = f"{type(e).__name__}: {e}"
+        os.write(write, outcome.encode()[:4000])
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    outcome = os.read(read, 4096).decode()
+    os.close(read)
+    assert os.WEXITSTATUS(status) == 0
+    assert outcome.startswith("KBIT_STATUS_DEVICE_ERROR") and "cannot be used after fork()" in outcome, outcome
+    assert host(x).shape == (256,)  # the parent goes on

@@ -50,7 +50,14 @@ void* allocate(const char* fn, size_t bytes) {
     return range;
 }
 
+Scratch::Scratch(const char* fn, size_t bytes) {
+    cl_int err = CL_SUCCESS;
+    buffer_ = clCreateBuffer(runtime(fn).context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    check(fn, "clCreateBuffer (scratch)", err);
+}
+
 void release(const char* fn, void* ptr) {
+    runtime(fn);  // not in a forked child
     Allocation a{};
     {
         std::unique_lock lock(g_lock);

@@ -46,4 +46,19 @@ DeviceArray resolve_array(const char* fn, const T* ptr, int64_t count, const cha
     return resolve(fn, ptr, static_cast<uint64_t>(count) * sizeof(T), what, alignof(T));
 }
 
+// A buffer of the backend's context for an operation's intermediate results, released when it goes
+// out of scope (OpenCL keeps it until the commands that use it have finished).
+class Scratch {
+public:
+    Scratch(const char* fn, size_t bytes);
+    ~Scratch() { clReleaseMemObject(buffer_); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    cl_mem buffer() const { return buffer_; }
+    DeviceArray at(size_t byte_offset) const { return DeviceArray{buffer_, byte_offset}; }
+
+private:
+    cl_mem buffer_ = nullptr;
+};
+
 }  // namespace kbit::opencl

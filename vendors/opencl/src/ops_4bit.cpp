@@ -19,21 +19,6 @@ constexpr size_t kNestedGroup = 64;    // NESTED_GROUP of nested_absmax.cl
 const DeviceArray kNone{nullptr, 0};  // an optional array left out: NULL in the kernel
 int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
-// A buffer of the backend's context for an operation's intermediate results, released when it goes
-// out of scope (OpenCL keeps it until the commands that use it have finished).
-struct Scratch {
-    cl_mem buffer = nullptr;
-    Scratch(const char* fn, size_t bytes) {
-        cl_int err = CL_SUCCESS;
-        buffer = clCreateBuffer(runtime(fn).context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
-        check(fn, "clCreateBuffer (scratch)", err);
-    }
-    ~Scratch() { clReleaseMemObject(buffer); }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    DeviceArray array() const { return DeviceArray{buffer, 0}; }
-};
-
 }  // namespace
 
 template <class T>
@@ -136,11 +121,11 @@ kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data
         const DeviceArray dd = resolve_array(fn, quantized_data, n / 2, "quantized_data");
         const Scratch scalers(fn, static_cast<size_t>(blocks) * sizeof(T));
         launch(fn, q, Program::TorchaoNf4, "torchao_block_scalers", static_cast<size_t>(blocks), 0, dw,
-               scalers.array(), Elem<T>::dtype, blocks, block_size);
+               scalers.at(0), Elem<T>::dtype, blocks, block_size);
         std::vector<T> host(static_cast<size_t>(blocks)), factor(static_cast<size_t>(groups)), mean(1);
         std::vector<int8_t> codes(static_cast<size_t>(blocks));
         check(fn, "clEnqueueReadBuffer (block scalers)",
-              clEnqueueReadBuffer(q, scalers.buffer, CL_TRUE, 0, host.size() * sizeof(T), host.data(), 0, nullptr, nullptr));
+              clEnqueueReadBuffer(q, scalers.buffer(), CL_TRUE, 0, host.size() * sizeof(T), host.data(), 0, nullptr, nullptr));
         torchao_scalers(host.data(), codes.data(), factor.data(), mean.data(), blocks, scaler_block_size);
         check(fn, "clEnqueueWriteBuffer (quantized_scalers)",
               clEnqueueWriteBuffer(q, dq.buffer, CL_TRUE, dq.offset, codes.size(), codes.data(), 0, nullptr, nullptr));
@@ -149,7 +134,7 @@ kbit_status torchao_quantize(const char* fn, const T* w, uint8_t* quantized_data
                                    nullptr, nullptr));
         check(fn, "clEnqueueWriteBuffer (scaler_mean)",
               clEnqueueWriteBuffer(q, dm.buffer, CL_TRUE, dm.offset, sizeof(T), mean.data(), 0, nullptr, nullptr));
-        launch(fn, q, Program::TorchaoNf4, "torchao_indices", static_cast<size_t>(n / 2), 0, dw, scalers.array(), dd,
+        launch(fn, q, Program::TorchaoNf4, "torchao_indices", static_cast<size_t>(n / 2), 0, dw, scalers.at(0), dd,
                Elem<T>::dtype, n / 2, block_size);
     });
 }

@@ -38,21 +38,6 @@ LiveSet<kbit_context>& live_contexts() {
 // An argument the kernel does not read (a NULL global pointer).
 constexpr DeviceArray kUnused{nullptr, 0};
 
-// Device scratch memory for one call: a plain cl_mem, not a kbit allocation. Releasing it right after
-// enqueuing is safe: OpenCL keeps a buffer alive until the commands that use it have finished.
-struct Scratch {
-    cl_mem buffer = nullptr;
-    Scratch(const char* fn, size_t bytes) {
-        cl_int err = CL_SUCCESS;
-        buffer = clCreateBuffer(runtime(fn).context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
-        check(fn, "clCreateBuffer", err);
-    }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() { clReleaseMemObject(buffer); }
-    DeviceArray array() const { return DeviceArray{buffer, 0}; }
-};
-
 // cint8_vector_quant's kernel, shared by both row-wise quantizers.
 void launch_vector_quant(const char* fn, cl_command_queue q, const DeviceArray& A, int8_t* out, float* rowStats,
                          float threshold, int64_t rows, int64_t cols) {
@@ -201,10 +186,10 @@ kbit_status int8_outlier_matmul_fp16(const char* fn, const kbit_half* A, const i
         // outlier columns only instead of testing every flag.
         const Scratch list(fn, static_cast<size_t>(in_features + 1) * sizeof(cl_long));
         launch(fn, q, Program::Int8, "outlier_column_list", kScanGroup, kScanGroup,
-               resolve_array(fn, outlier_cols, in_features, "outlier_cols"), list.array(), in_features);
+               resolve_array(fn, outlier_cols, in_features, "outlier_cols"), list.at(0), in_features);
         launch(fn, q, Program::Int8, "outlier_matmul_fp16", static_cast<size_t>(rows * out_features), 0,
                resolve_array(fn, A, rows * in_features, "A"), resolve_array(fn, W, out_features * in_features, "W"),
-               resolve_array(fn, W_stats, out_features, "W_stats"), list.array(),
+               resolve_array(fn, W_stats, out_features, "W_stats"), list.at(0),
                resolve_array(fn, out, rows * out_features, "out"), rows, out_features, in_features);
     });
 }

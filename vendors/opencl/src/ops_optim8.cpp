@@ -52,21 +52,6 @@ constexpr int64_t kMaxBlockGroups = 4096;  // groups walk the blocks; each loads
 // finish_norm's modes (optim32.cl).
 enum FinishMode : cl_int { kStoreAndClip = 0, kClipFromUnorm = 1, kStoreOnly = 2 };
 
-// A buffer of this call only. Released after the commands are queued: OpenCL keeps it until those
-// that use it have finished.
-struct Scratch {
-    cl_mem buffer = nullptr;
-    Scratch(const char* fn, size_t bytes) {
-        cl_int err = CL_SUCCESS;
-        buffer = clCreateBuffer(runtime(fn).context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
-        check(fn, "clCreateBuffer (update-norm scratch)", err);
-    }
-    ~Scratch() { clReleaseMemObject(buffer); }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    DeviceArray at_float(int64_t index) const { return DeviceArray{buffer, static_cast<cl_ulong>(index) * sizeof(float)}; }
-};
-
 template <class T>
 void run32(const char* fn, Kind kind, const optim::Hyper& h, T* g, T* p, float* state1, float* state2, float* unorm,
            float max_unorm, float param_norm, int64_t n) {
@@ -91,8 +76,8 @@ void run32(const char* fn, Kind kind, const optim::Hyper& h, T* g, T* p, float* 
     const int64_t chunks = (n + optim::kNormChunk - 1) / optim::kNormChunk;
     const int64_t other = chunks / 2 + 1;
     const Scratch scratch(fn, static_cast<size_t>(chunks + other + 2) * sizeof(float));
-    const DeviceArray sums = scratch.at_float(0), levels = scratch.at_float(chunks),
-                      clip = scratch.at_float(chunks + other);
+    const DeviceArray sums = scratch.at(0), levels = scratch.at(chunks * sizeof(float)),
+                      clip = scratch.at((chunks + other) * sizeof(float));
     const cl_int one_state = optim::two_state(kind) ? 0 : 1;
     auto finish = [&](FinishMode mode) {
         launch(fn, q, Program::Optim32, "finish_norm", kFinishGroup, kFinishGroup, sums, levels, U, clip, c,

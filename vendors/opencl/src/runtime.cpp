@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unistd.h>
 #include <vector>
 
 namespace kbit::opencl {
@@ -155,11 +156,13 @@ Choice choose_device() {
 }
 
 const Runtime& runtime(const char* fn) {
+    static pid_t creator = 0;  // the process that made the context: a forked child cannot use it
     static Runtime rt{};
     static kbit_status status = KBIT_STATUS_SUCCESS;
     static std::string problem;
     static std::once_flag once;
     std::call_once(once, [] {
+        creator = getpid();
         rt.choice = choose_device();
         if (rt.choice.device == nullptr) {
             status = KBIT_STATUS_DEVICE_ERROR;
@@ -179,6 +182,12 @@ const Runtime& runtime(const char* fn) {
         }
     });
     if (status != KBIT_STATUS_SUCCESS) fail(status, fn, "%s", problem.c_str());
+    // OpenCL drivers keep threads and device state that fork() does not copy; the child would hang or
+    // crash on the parent's context, so it gets a clear error instead.
+    if (getpid() != creator)
+        fail(KBIT_STATUS_DEVICE_ERROR, fn,
+             "the OpenCL context belongs to the parent process (pid %d); OpenCL cannot be used after fork()",
+             static_cast<int>(creator));
     return rt;
 }
 
