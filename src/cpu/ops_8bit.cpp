@@ -101,17 +101,10 @@ kbit_status clear_bytes(const char*, uint8_t* p, int64_t n, void*) {
     return KBIT_STATUS_SUCCESS;
 }
 
-kbit_context* context_create(const char* fn) {
-    auto made = std::make_unique<kbit_context>();
-    if (!live_contexts().add(made.get())) {
-        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu contexts are live already", live_contexts().capacity());
-        return nullptr;
-    }
-    return made.release();
-}
+kbit_context* context_create(const char* fn) { return make_live_context(fn, live_contexts()); }
 
 kbit_status context_destroy(const char* fn, kbit_context* context) {
-    if (!live_contexts().remove(context)) return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
+    if (kbit_status st = forget_live_context(fn, live_contexts(), context); st != KBIT_STATUS_SUCCESS) return st;
     delete context;
     return KBIT_STATUS_SUCCESS;
 }

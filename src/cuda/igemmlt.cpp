@@ -192,8 +192,7 @@ kbit_context* context_create(const char* fn) {
 bool context_is_live(const kbit_context* context) { return cuda::live_contexts().contains(context); }
 
 kbit_status context_destroy(const char* fn, kbit_context* context) {
-    if (!cuda::live_contexts().remove(context))
-        return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "%s", kNotLiveContext);
+    if (kbit_status st = forget_live_context(fn, cuda::live_contexts(), context); st != KBIT_STATUS_SUCCESS) return st;
     const cublasStatus_t s = cuda::lt_api().destroy(context->handle);
     delete context;
     return s == CUBLAS_STATUS_SUCCESS ? KBIT_STATUS_SUCCESS : cuda::lt_error(fn, "cublasLtDestroy", s);
