@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstddef>
-#include <memory>
 #include <type_traits>
 
 #include "kbit_error.h"
@@ -54,18 +53,6 @@ private:
 // The message of a handle that is not live, for set_error.
 constexpr const char* kNotLiveContext =
     "context is not a live context of this backend (already destroyed, or not made by its get_context())";
-
-// get_context() of a backend whose contexts hold nothing to set up (the CPU and OpenCL backends):
-// records a new T in `live`; NULL and KBIT_STATUS_OUT_OF_MEMORY recorded when `live` is full.
-template <class T, size_t Capacity>
-T* make_live_context(const char* fn, LiveSet<T, Capacity>& live) {
-    auto made = std::make_unique<T>();
-    if (!live.add(made.get())) {
-        set_error(KBIT_STATUS_OUT_OF_MEMORY, fn, "%zu contexts are live already", live.capacity());
-        return nullptr;
-    }
-    return made.release();
-}
 
 // Takes `context` out of `live`: KBIT_STATUS_SUCCESS, after which the caller releases it, or
 // KBIT_STATUS_INVALID_ARGUMENT recorded when it is not live.

@@ -7,22 +7,17 @@
 #include <vector>
 
 #include "kbit_dtype.h"
-#include "kbit_live_set.h"
+#include "kbit_host_contexts.h"  // kbit_context and its three operations
 #include "kbit_ops_8bit.h"
 #include "kernels_8bit.h"
 #include "parallel_range.h"
 #include "ref_8bit.h"
 #include "tuning.h"
 
-struct kbit_context {};  // the CPU needs no BLAS handle; live contexts are in live_contexts()
 
 namespace kbit::cpu {
 namespace {
 
-LiveSet<kbit_context>& live_contexts() {
-    static LiveSet<kbit_context> live;  // trivially destructible: usable during exit too
-    return live;
-}
 int64_t block_count(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
 void vector_quant(const kbit_half* A, int8_t* out, float* rowStats, float threshold, int64_t rows, int64_t cols) {
@@ -100,16 +95,6 @@ kbit_status clear_bytes(const char*, uint8_t* p, int64_t n, void*) {
     std::memset(p, 0, static_cast<size_t>(n));
     return KBIT_STATUS_SUCCESS;
 }
-
-kbit_context* context_create(const char* fn) { return make_live_context(fn, live_contexts()); }
-
-kbit_status context_destroy(const char* fn, kbit_context* context) {
-    if (kbit_status st = forget_live_context(fn, live_contexts(), context); st != KBIT_STATUS_SUCCESS) return st;
-    delete context;
-    return KBIT_STATUS_SUCCESS;
-}
-
-bool context_is_live(const kbit_context* context) { return live_contexts().contains(context); }
 
 kbit_status igemmlt(const char*, IgemmOutput output, kbit_context*, int m, int n, int k, const int8_t* A,
                     const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc, void*) {

@@ -7,13 +7,12 @@
 
 #include "device_memory.h"
 #include "kbit_half.h"
-#include "kbit_live_set.h"
+#include "kbit_host_contexts.h"  // kbit_context and its three operations
 #include "kbit_ops_8bit.h"
 #include "programs.h"
 
 // A context holds nothing: the int8 GEMM is a kernel of this backend, not a BLAS call. It exists so
 // that get_context() hands out a handle that kbit_context_destroy() and cigemmlt_* can check.
-struct kbit_context {};
 
 namespace kbit::ops {
 
@@ -29,11 +28,6 @@ constexpr size_t kScanGroup = 256;    // SCAN_GROUP of int8.cl
 constexpr int32_t kStageInt32 = 0, kStageInt8 = 1, kStageInt8RowScale = 2;  // IGEMM_* of int8.cl
 
 int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
-
-LiveSet<kbit_context>& live_contexts() {
-    static LiveSet<kbit_context> live;  // trivially destructible: usable during exit too
-    return live;
-}
 
 // An argument the kernel does not read (a NULL global pointer).
 constexpr DeviceArray kUnused{nullptr, 0};
@@ -122,16 +116,6 @@ kbit_status clear_bytes(const char* fn, uint8_t* p, int64_t n, void* stream) {
 }
 
 // ---- int8 GEMM --------------------------------------------------------------------------------------
-
-kbit_context* context_create(const char* fn) { return make_live_context(fn, live_contexts()); }
-
-kbit_status context_destroy(const char* fn, kbit_context* context) {
-    if (kbit_status st = forget_live_context(fn, live_contexts(), context); st != KBIT_STATUS_SUCCESS) return st;
-    delete context;
-    return KBIT_STATUS_SUCCESS;
-}
-
-bool context_is_live(const kbit_context* context) { return live_contexts().contains(context); }
 
 // Exact for every shape (the kernel sums int8 products in 32 bits), so never KBIT_STATUS_NOT_SUPPORTED.
 kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context*, int m, int n, int k, const int8_t* A,
