@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstring>
+
 #include "elf_check.h"
 #include "loader_state.h"
 #include "stubs.h"
@@ -170,8 +172,14 @@ std::unique_ptr<kbit_backend> validate(const std::string& path, const std::strin
     c.pub.score = b->tables.core.kbit_backend_probe();
     reach(KBIT_STAGE_PROBED);
     if (c.pub.score <= 0) {
+        // The backend's own sentence says why (no driver, no device, a device setting that matches
+        // nothing), where it offers one.
+        std::string why;
+        if (const char* info = b->tables.core.kbit_backend_info ? b->tables.core.kbit_backend_info() : nullptr)
+            why = std::string(info, strnlen(info, 400));
         c.reject(KBIT_VERDICT_REJECTED, "kbit_backend_probe() returned " + std::to_string(c.pub.score) +
-                                            ": the backend cannot run on this machine");
+                                            ": the backend cannot run on this machine" +
+                                            (why.empty() ? "" : " (it says: " + why + ")"));
         b->close_handle();
         return b;
     }

@@ -53,7 +53,7 @@ check(good["info"] == "fake backend good for the loader tests", "good info from 
 probe0 = by_name["probe0"]
 check(probe0["verdict"] == "rejected" and probe0["score"] == 0, "probe0 rejected with score 0")
 check(probe0["reason"] == f"{FAKES}/libkbit_probe0.so: kbit_backend_probe() returned 0: the backend cannot run on "
-      "this machine", "probe0 reason")
+      "this machine (it says: fake backend probe0 for the loader tests)", "probe0 reason")
 check(by_name["notelf"]["stage"] == "found" and by_name["notelf"]["reason"].endswith(": not an ELF file"), "notelf")
 check(by_name["major2"]["interfaces"]["4bit"]["state"] == "rejected", "major2 4bit rejected")
 check(by_name["missingfn"]["interfaces"]["4bit"]["missing"] == 2, "missingfn counts its missing functions")
@@ -77,7 +77,7 @@ check(f"  KBIT_BACKEND_PATH   {FAKES}\n" in out, "text search entry")
 rc, out, _ = run("info", KBIT_BACKEND="probe0", KBIT_BACKEND_PATH=FAKES)
 check(rc == 1, f"no default -> exit 1, got {rc}")
 check(out.rstrip().endswith(f"no default backend: KBIT_BACKEND=probe0: {FAKES}/libkbit_probe0.so: "
-                            "kbit_backend_probe() returned 0: the backend cannot run on this machine"), "summary")
+                            "kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)"), "summary")
 
 # The command itself.
 rc, out, _ = run("--version")

@@ -77,7 +77,7 @@ TEST_CASE_METHOD(Scenario, "discovery: every candidate with its stage, and one b
         CHECK(std::string(c.reason).empty() == (expect[i].verdict == KBIT_VERDICT_USABLE));
     }
     CHECK(std::string(rep.at(6).reason) ==
-          dir.path() + "/libkbit_probe0.so: kbit_backend_probe() returned 0: the backend cannot run on this machine");
+          dir.path() + "/libkbit_probe0.so: kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)");
     REQUIRE(rep.chosen() == &rep.at(0));
     CHECK(rep.summary() == "default: best (" + dir.path() + "/libkbit_best.so), probe score 50, the highest of 2 usable candidates");
     // The records of a rejected candidate still say what was read before the rejection.
@@ -171,7 +171,7 @@ TEST_CASE_METHOD(Scenario, "discovery: KBIT_BACKEND names the default, by name o
         Report rep(l);
         CHECK(rep.chosen() == nullptr);
         CHECK(rep.summary() == "no default backend: KBIT_BACKEND=probe0: " + dir.path() +
-                                   "/libkbit_probe0.so: kbit_backend_probe() returned 0: the backend cannot run on this machine");
+                                   "/libkbit_probe0.so: kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)");
     }
     SECTION("a name that is not there") {
         env.set("KBIT_BACKEND", "cuda");
@@ -359,7 +359,7 @@ TEST_CASE_METHOD(Scenario, "discovery: KBIT_LOADER_DEBUG prints every candidate,
         "  4bit: " + major2 + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.0)\n" +
         "kbit loader: candidate probe0 (" + probe0 + ", loader directory): rejected, reached stage 'probed', probe score 0; "
         "interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n" +
-        "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine\n" +
+        "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)\n" +
         "kbit loader: default: good (" + good + "), probe score 5, the highest of 2 usable candidates\n";
     CHECK(err.finish() == expected);
 
@@ -369,7 +369,7 @@ TEST_CASE_METHOD(Scenario, "discovery: KBIT_LOADER_DEBUG prints every candidate,
     CHECK(open_err.finish() ==
           "kbit loader: candidate probe0 (" + probe0 + ", loader directory): rejected, reached stage 'probed', probe score 0; "
           "interfaces: core 1.0, 4bit 1.0, 8bit 1.0, optim8 1.0\n" +
-          "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine\n");
+          "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)\n");
     StderrCapture first_use;
     CHECK(std::string(l.sym<const char* (*)(void)>("kbit_backend_name")()) == "good");
     CHECK(first_use.finish() == expected);

@@ -120,7 +120,7 @@ TEST_CASE_METHOD(Scenario, "trampolines: KBIT_BACKEND that cannot be used is rep
     env.set("KBIT_BACKEND", "probe0");
     CHECK(l.sym<kbit_status (*)(void*)>("kbit_stream_synchronize")(nullptr) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_stream_synchronize: no kbit backend is available: KBIT_BACKEND=probe0: " + probe0 +
-                                ": kbit_backend_probe() returned 0: the backend cannot run on this machine");
+                                ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)");
 }
 
 TEST_CASE_METHOD(Scenario, "trampolines: functions of interfaces the default backend lacks or rejects are stubs",

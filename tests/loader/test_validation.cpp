@@ -247,8 +247,8 @@ TEST_CASE_METHOD(Scenario, "validation: rejected files and the stage and reason 
         std::string why;
     };
     const Case cases[] = {
-        {"probe0", KBIT_STATUS_NOT_SUPPORTED, "kbit_backend_probe() returned 0: the backend cannot run on this machine"},
-        {"probeneg", KBIT_STATUS_NOT_SUPPORTED, "kbit_backend_probe() returned -3: the backend cannot run on this machine"},
+        {"probe0", KBIT_STATUS_NOT_SUPPORTED, "kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)"},
+        {"probeneg", KBIT_STATUS_NOT_SUPPORTED, "kbit_backend_probe() returned -3: the backend cannot run on this machine (it says: fake backend probeneg for the loader tests)"},
         {"noversion", KBIT_STATUS_NOT_SUPPORTED, "does not export kbit_core_interface_version: not a kbit backend"},
         {"noprobe", KBIT_STATUS_NOT_SUPPORTED, "does not define kbit_backend_probe(), which every backend must export"},
         {"notelf", KBIT_STATUS_NOT_SUPPORTED, "not an ELF file"},
