@@ -15,15 +15,9 @@ kernel void quantize_4bit(ARRAY(uchar, A), ARRAY(float, absmax), ARRAY(uchar, ou
     const global uchar* a = AT(uchar, A);
     float amax = absmax_start(end - begin, blocksize);
     for (long i = begin + lid; i < end; i += QUANTIZE_GROUP) amax = absmax_fold(amax, load_elem(a, i, dt));
-    partial[lid] = amax;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) {
-        for (int j = 1; j < QUANTIZE_GROUP; ++j) amax = partial[j] > amax ? partial[j] : amax;  // already |x|
-        partial[0] = amax;
-        AT(float, absmax)[block] = amax;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const float r = 1.0f / partial[0];
+    amax = group_absmax(amax, partial);
+    if (lid == 0) AT(float, absmax)[block] = amax;
+    const float r = 1.0f / amax;
     global uchar* packed = AT(uchar, out);
     for (long i = begin + 2 * lid; i < end; i += 2 * QUANTIZE_GROUP) {
         const float y0 = load_elem(a, i, dt) * r;

@@ -85,6 +85,21 @@ float absmax_fold(float acc, float x) {
 }
 float absmax_start(long valid, long blocksize) { return valid < blocksize ? 0.0f : -0x1.fffffep+127f; }
 
+// The block's absmax from each work-item's fold `mine` (partial: one float per work-item of the
+// group), returned to every work-item. The parts are |x| already and max is exact, so the order of
+// the combination cannot change the result.
+float group_absmax(float mine, local float* partial) {
+    const int lid = get_local_id(0);
+    partial[lid] = mine;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        for (int j = 1; j < (int)get_local_size(0); ++j) mine = partial[j] > mine ? partial[j] : mine;
+        partial[0] = mine;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return partial[0];
+}
+
 // The 4-bit codes: the number of thresholds y exceeds (NaN exceeds none), which is the index the
 // decision trees of kbit_formats.h return; FP4 maps its magnitude rank to the code and adds the sign.
 uchar nf4_index(float y) {

@@ -25,15 +25,9 @@ kernel void nested_quantize(ARRAY(float, absmax), ARRAY(float, code), ARRAY(ucha
     const float mean = *AT(float, offset);
     float amax = absmax_start(end - begin, nested_blocksize);
     for (long b = begin + lid; b < end; b += NESTED_GROUP) amax = absmax_fold(amax, a[b] - mean);
-    partial[lid] = amax;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) {
-        for (int j = 1; j < NESTED_GROUP; ++j) amax = partial[j] > amax ? partial[j] : amax;  // already |x|
-        partial[0] = amax;
-        AT(float, nested_absmax)[nb] = amax;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const float r = 1.0f / partial[0];
+    amax = group_absmax(amax, partial);
+    if (lid == 0) AT(float, nested_absmax)[nb] = amax;
+    const float r = 1.0f / amax;
     for (long b = begin + lid; b < end; b += NESTED_GROUP)
         AT(uchar, qabsmax)[b] = code8_index(AT(float, code), (a[b] - mean) * r);
 }
