@@ -41,7 +41,9 @@ template <class T>
 const Quant4bitKernels<T>& quant_4bit_kernels() {
     static const Quant4bitKernels<T> table = [] {
         Quant4bitKernels<T> t{&ref::quantize_4bit_blocks<T>, &ref_dequantize_range<T>};
-#if !KBIT_CPU_ARM64  // x86-only kernels (cpu_isa.h); AArch64 keeps the reference's slots
+#if KBIT_CPU_ARM64  // kernels_4bit_neon.cpp, which the SVE levels run too
+        override_for_active_isa(t, KBIT_HWY_SIZED_HOOKS(OverrideQuant<T>));
+#else
         override_for_active_isa(t, &N_AVX3::OverrideQuant<T>, &N_AVX2::OverrideQuant<T>);
         override_for_active_isa(t, &N_AVX3::OverrideBucketQuantizer<T>, nullptr);
 #endif
@@ -53,7 +55,9 @@ const Quant4bitKernels<T>& quant_4bit_kernels() {
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize) {
     static const Dot4bitKernels table = [] {
         Dot4bitKernels t = ref_dot_4bit_kernels();
-#if !KBIT_CPU_ARM64
+#if KBIT_CPU_ARM64
+        override_for_active_isa(t, KBIT_HWY_SIZED_HOOKS(OverrideDot));
+#else
         override_for_active_isa(t, &N_AVX3::OverrideDot, &N_AVX2::OverrideDot);
 #endif
         return t;
@@ -64,7 +68,7 @@ const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blo
 const Prefill4bitKernels& prefill_4bit_kernels() {
     static const Prefill4bitKernels table = [] {
         Prefill4bitKernels t{&never, &no_panel, &ref_prefill_rows};
-#if !KBIT_CPU_ARM64
+#if !KBIT_CPU_ARM64  // x86 only; AArch64 keeps the GEMM to the dot kernels
         override_for_active_isa(t, &N_AVX3::OverridePrefill, &N_AVX2::OverridePrefill);
 #endif
         return t;

@@ -3,7 +3,8 @@
 // the active ISA: kernels_4bit_simd.cpp (quantize and dequantize, Highway AVX2 and AVX3 from one
 // 256-bit source), kernels_4bit_quantize_avx512.cpp (the 512-bit quantizer), kernels_4bit_dot_avx2.cpp
 // and kernels_4bit_dot_avx512.cpp (the dot kernels of GEMV and GEMM), kernels_4bit_prefill_avx2.cpp and
-// kernels_4bit_prefill_avx512.cpp (cgemm_4bit at prefill sizes). Kernels work on a range; the thread
+// kernels_4bit_prefill_avx512.cpp (cgemm_4bit at prefill sizes); on AArch64 kernels_4bit_neon.cpp
+// (quantize, dequantize and the dot kernels, Highway's NEON target, run by the SVE levels too). Kernels work on a range; the thread
 // drivers in ops_4bit.cpp split the work and call them. Every quantize/dequantize kernel is bit-exact
 // with kbit::ref; the SIMD dot kernels accumulate in fp32 in their own order (class F), the reference
 // dot kernel in the reference order.
@@ -92,7 +93,8 @@ const Quant4bitKernels<T>& quant_4bit_kernels();
 const Dot4bitKernels& dot_4bit_kernels(int64_t k, int64_t row_elems, int64_t blocksize);
 const Prefill4bitKernels& prefill_4bit_kernels();
 
-// The overrides of the Highway sources, per target (see cpu_isa.h): kernels_4bit_simd.cpp for both,
+// The overrides of the Highway sources, per target (see cpu_isa.h): kernels_4bit_simd.cpp for both
+// (x86-64) or kernels_4bit_neon.cpp for N_NEON (AArch64: OverrideQuant and OverrideDot),
 KBIT_HWY_OVERRIDES(template <class T> void OverrideQuant(Quant4bitKernels<T>& table);)
 // and the sources of one target each, kernels_4bit_<part>_avx2.cpp and kernels_4bit_<part>_avx512.cpp.
 KBIT_HWY_OVERRIDES(void OverrideDot(Dot4bitKernels& table); void OverridePrefill(Prefill4bitKernels& table);)
