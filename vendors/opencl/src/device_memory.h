@@ -22,6 +22,12 @@ struct DeviceArray {
     cl_ulong offset;
 };
 
+// An array argument left out (optional, or not read for these sizes): NULL in the kernel.
+constexpr DeviceArray kNoArray{nullptr, 0};
+
+// Blocks of `blocksize` elements that hold n elements.
+constexpr int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
+
 // Allocates `bytes` > 0 of device memory; returns its device address.
 void* allocate(const char* fn, size_t bytes);
 

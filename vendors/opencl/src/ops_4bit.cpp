@@ -16,9 +16,6 @@ namespace {
 constexpr size_t kQuantizeGroup = 64;  // QUANTIZE_GROUP of blockwise_4bit.cl
 constexpr size_t kDotGroup = 64;       // DOT_GROUP of gemm_4bit.cl
 constexpr size_t kNestedGroup = 64;    // NESTED_GROUP of nested_absmax.cl
-const DeviceArray kNone{nullptr, 0};  // an optional array left out: NULL in the kernel
-int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
-
 }  // namespace
 
 template <class T>
@@ -50,10 +47,10 @@ kbit_status gemv_4bit(const char* fn, int m, int k, const T* A, const uint8_t* B
         // k = 0 (every output the empty sum) is allowed with NULL inputs, which are then not read.
         const int64_t nibbles = 2 * static_cast<int64_t>(ldb) * (m - 1) + k;  // up to the last row's end
         launch(fn, queue_of(fn, stream), Program::Gemm4bit, "gemv_4bit", static_cast<size_t>(m) * kDotGroup, kDotGroup,
-               k == 0 ? kNone : resolve_array(fn, A, k, "A"),
-               k == 0 ? kNone : resolve_array(fn, B, (nibbles + 1) / 2, "B"),
-               k == 0 ? kNone : resolve_array(fn, absmax, blocks_of(nibbles, blocksize), "absmax"),
-               k == 0 ? kNone : resolve_array(fn, datatype, 16, "datatype"), resolve_array(fn, out, m, "out"),
+               k == 0 ? kNoArray : resolve_array(fn, A, k, "A"),
+               k == 0 ? kNoArray : resolve_array(fn, B, (nibbles + 1) / 2, "B"),
+               k == 0 ? kNoArray : resolve_array(fn, absmax, blocks_of(nibbles, blocksize), "absmax"),
+               k == 0 ? kNoArray : resolve_array(fn, datatype, 16, "datatype"), resolve_array(fn, out, m, "out"),
                Elem<T>::dtype, k, ldb, blocksize);
     });
 }
@@ -69,11 +66,11 @@ kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float*
                kDotGroup, resolve_array(fn, A, static_cast<int64_t>(M) * K, "A"),
                resolve_array(fn, B, weights / 2, "B"),
                resolve_array(fn, absmax, nested ? blocks_of(blocks, 256) : blocks, "absmax"),
-               nested ? resolve_array(fn, absmax_8bit, blocks, "absmax_8bit") : kNone,
-               nested ? resolve_array(fn, absmax_code, 256, "absmax_code") : kNone,
-               nested ? resolve_array(fn, absmax_offset, 1, "absmax_offset") : kNone,
+               nested ? resolve_array(fn, absmax_8bit, blocks, "absmax_8bit") : kNoArray,
+               nested ? resolve_array(fn, absmax_code, 256, "absmax_code") : kNoArray,
+               nested ? resolve_array(fn, absmax_offset, 1, "absmax_offset") : kNoArray,
                resolve_array(fn, out, static_cast<int64_t>(M) * N, "out"),
-               bias != nullptr ? resolve_array(fn, bias, N, "bias") : kNone, Elem<T>::dtype, N, K, blocksize,
+               bias != nullptr ? resolve_array(fn, bias, N, "bias") : kNoArray, Elem<T>::dtype, N, K, blocksize,
                static_cast<int32_t>(qt));
     });
 }

@@ -27,11 +27,6 @@ constexpr size_t kTile = 16;          // TILE of int8.cl
 constexpr size_t kScanGroup = 256;    // SCAN_GROUP of int8.cl
 constexpr int32_t kStageInt32 = 0, kStageInt8 = 1, kStageInt8RowScale = 2;  // IGEMM_* of int8.cl
 
-int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
-
-// An argument the kernel does not read (a NULL global pointer).
-constexpr DeviceArray kUnused{nullptr, 0};
-
 // cint8_vector_quant's kernel, shared by both row-wise quantizers.
 void launch_vector_quant(const char* fn, cl_command_queue q, const DeviceArray& A, int8_t* out, float* rowStats,
                          float threshold, int64_t rows, int64_t cols) {
@@ -100,7 +95,7 @@ kbit_status int8_vectorwise_quant(const char* fn, const kbit_half* A, int8_t* ou
         // After the quantization on the same in-order queue: it zeroes the outlier columns of `out`.
         launch(fn, q, Program::Int8, "outlier_columns", static_cast<size_t>(cols), 0, a,
                resolve_array(fn, out, rows * cols, "out"),
-               has_flags ? resolve_array(fn, outlier_cols, cols, "outlier_cols") : kUnused,
+               has_flags ? resolve_array(fn, outlier_cols, cols, "outlier_cols") : kNoArray,
                static_cast<int32_t>(has_flags), threshold, rows, cols);
     });
 }
@@ -122,14 +117,14 @@ kbit_status igemmlt(const char* fn, IgemmOutput output, kbit_context*, int m, in
                     const int8_t* B, void* C, const float* row_scale, int lda, int ldb, int ldc, void* stream) {
     return run([&] {
         // The last row of a matrix needs only its first m (or k) elements, not the whole leading dimension.
-        const DeviceArray a = m > 0 ? resolve_array(fn, A, int64_t{k - 1} * lda + m, "A") : kUnused;
-        const DeviceArray b = m > 0 ? resolve_array(fn, B, int64_t{n - 1} * ldb + m, "B") : kUnused;
+        const DeviceArray a = m > 0 ? resolve_array(fn, A, int64_t{k - 1} * lda + m, "A") : kNoArray;
+        const DeviceArray b = m > 0 ? resolve_array(fn, B, int64_t{n - 1} * ldb + m, "B") : kNoArray;
         const int64_t c_count = int64_t{n - 1} * ldc + k;
         const DeviceArray c = output == IgemmOutput::Int32
                                   ? resolve_array(fn, static_cast<const int32_t*>(C), c_count, "C")
                                   : resolve_array(fn, static_cast<const int8_t*>(C), c_count, "C");
         const DeviceArray scale =
-            output == IgemmOutput::Int8RowScale ? resolve_array(fn, row_scale, k, "row_scale") : kUnused;
+            output == IgemmOutput::Int8RowScale ? resolve_array(fn, row_scale, k, "row_scale") : kNoArray;
         const int32_t stage = output == IgemmOutput::Int32  ? kStageInt32
                               : output == IgemmOutput::Int8 ? kStageInt8
                                                             : kStageInt8RowScale;
@@ -149,7 +144,7 @@ kbit_status dequant_mm_int32_fp16(const char* fn, const int32_t* A, const float*
         launch(fn, queue_of(fn, stream), Program::Int8, "dequant_mm_int32_fp16", static_cast<size_t>(count), 0,
                resolve_array(fn, A, count, "A"), resolve_array(fn, rowStats, numRows, "rowStats"),
                resolve_array(fn, colStats, numCols, "colStats"), resolve_array(fn, out, count, "out"),
-               bias != nullptr ? resolve_array(fn, bias, numCols, "bias") : kUnused,
+               bias != nullptr ? resolve_array(fn, bias, numCols, "bias") : kNoArray,
                static_cast<int32_t>(bias != nullptr), numCols, count);
     });
 }

@@ -40,7 +40,6 @@ OptimConsts kernel_consts(const optim::Consts& c) {
                        c.rc1, c.rc2, c.u, c.su, c.has_wd, c.first_step, c.skip_zeros};
 }
 
-constexpr DeviceArray kAbsent{nullptr, 0};  // an unused array argument (a NULL buffer)
 
 constexpr size_t kUpdateGroup = 256;
 constexpr size_t kNormGroup = 256;  // NORM_GROUP of optim32.cl: 16 chunks of 16 lanes
@@ -62,13 +61,13 @@ void run32(const char* fn, Kind kind, const optim::Hyper& h, T* g, T* p, float* 
     const DeviceArray G = resolve_array(fn, g, n, "g");
     const DeviceArray P = resolve_array(fn, p, n, "p");
     const DeviceArray S1 = resolve_array(fn, state1, kind == Kind::AdEMAMix ? 2 * n : n, "state1");
-    const DeviceArray S2 = optim::two_state(kind) ? resolve_array(fn, state2, n, "state2") : kAbsent;
+    const DeviceArray S2 = optim::two_state(kind) ? resolve_array(fn, state2, n, "state2") : kNoArray;
     auto update = [&](cl_int clipped, const DeviceArray& clip) {
         launch(fn, q, Program::Optim32, "update32", static_cast<size_t>(n), kUpdateGroup, G, P, S1, S2, clip, c,
                clipped, k, dt, n);
     };
     if (!(max_unorm > 0.0f) || kind == Kind::AdEMAMix) {  // AdEMAMix has no update-norm clipping
-        update(0, kAbsent);
+        update(0, kNoArray);
         return;
     }
     // Clipping. Scratch: the chunk sums, the other half of the tree's levels, the clip factor (u, su).
@@ -109,10 +108,10 @@ void run8(const char* fn, Kind kind, const optim::Hyper& h, T* p, T* g, unsigned
     const size_t groups = static_cast<size_t>(std::min(blocks, kMaxBlockGroups));
     launch(fn, queue_of(fn, nullptr), Program::Optim8Blockwise, "optim8_blockwise", groups * kBlockGroup, kBlockGroup,
            resolve_array(fn, p, n, "p"), resolve_array(fn, g, n, "g"), resolve_array(fn, state1, states1 * n, "state1"),
-           two ? resolve_array(fn, state2, n, "state2") : kAbsent, resolve_array(fn, quantiles1, 256, "quantiles1"),
-           two ? resolve_array(fn, quantiles2, 256, "quantiles2") : kAbsent,
+           two ? resolve_array(fn, state2, n, "state2") : kNoArray, resolve_array(fn, quantiles1, 256, "quantiles1"),
+           two ? resolve_array(fn, quantiles2, 256, "quantiles2") : kNoArray,
            resolve_array(fn, absmax1, states1 * blocks, "absmax1"),
-           two ? resolve_array(fn, absmax2, blocks, "absmax2") : kAbsent, c, static_cast<cl_int>(kind),
+           two ? resolve_array(fn, absmax2, blocks, "absmax2") : kNoArray, c, static_cast<cl_int>(kind),
            static_cast<cl_int>(Elem<T>::dtype), n);
 }
 
