@@ -1,18 +1,20 @@
 // nested_absmax.cl — bitsandbytes' double quantization of the 4-bit block scales: offset = the mean
 // of the scales (summed in double in index order, as the reference), then absmax[b] - offset
 // quantized blockwise with the 8-bit code; and its inverse, code[q] * nested + offset.
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-
 #define NESTED_GROUP 64
 
 // One work-item: the reference's sequential double sum (an order-dependent rounding; a tree would
-// differ in the last bit of the offset now and then).
+// differ in the last bit of the offset now and then). Only where the device has doubles: elsewhere
+// the program still builds, and nested_absmax_quantize says why it cannot run (src/ops_4bit.cpp).
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 kernel void nested_mean(ARRAY(float, absmax), ARRAY(float, offset), long blocks) {
     const global float* a = AT(float, absmax);
     double sum = 0.0;
     for (long b = 0; b < blocks; ++b) sum += a[b];
     *AT(float, offset) = (float)(sum / (double)blocks);
 }
+#endif
 
 // One group per nested block.
 kernel void nested_quantize(ARRAY(float, absmax), ARRAY(float, code), ARRAY(uchar, qabsmax),

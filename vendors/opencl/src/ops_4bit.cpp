@@ -80,6 +80,15 @@ kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const fl
                                    void* stream) {
     return run([&] {
         const cl_command_queue q = queue_of(fn, stream);
+        static const bool has_doubles = [fn] {
+            cl_device_fp_config fp64 = 0;
+            clGetDeviceInfo(runtime(fn).device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, nullptr);
+            return fp64 != 0;
+        }();
+        if (!has_doubles)
+            fail(KBIT_STATUS_NOT_SUPPORTED, fn,
+                 "the mean of the scales is summed in double, as the reference does, and this OpenCL device has no "
+                 "cl_khr_fp64");
         const DeviceArray a = resolve_array(fn, absmax, blocks, "absmax");
         const DeviceArray off = resolve_array(fn, offset, 1, "offset");
         launch(fn, q, Program::NestedAbsmax, "nested_mean", 1, 1, a, off, blocks);
