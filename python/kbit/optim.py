@@ -20,6 +20,7 @@ as numpy arrays over it, prefetched to the parameter's device before each step, 
 (kbit_free_managed_ptr) when the last array over it is gone.
 """
 import ctypes
+import inspect
 import math
 import numbers
 import weakref
@@ -74,9 +75,19 @@ class Optimizer(_Stepping):
     of the kbit kernel for each parameter. Subclasses set `name` (the C kernel family) and defaults."""
 
     name = None
-    _paged = False
+    _fixed_bits = None  # 8 or 32 in the 8bit / 32bit classes
+    _paged = False  # the Paged* classes: paged whatever is_paged says
 
-    def __init__(self, params, defaults, optim_bits=32, min_8bit_size=4096, max_unorm=0.0):
+    def __init__(self, params, defaults, optim_bits=32, min_8bit_size=4096, max_unorm=0.0, args=None,
+                 is_paged=False):
+        """`args` (bitsandbytes' legacy settings object) replaces optim_bits, min_8bit_size and max_unorm
+        and gives skip_zeros (see _from_args); `is_paged` keeps large state in managed memory, as the
+        Paged* classes do."""
+        self.skip_zeros = False
+        if args is not None:
+            optim_bits, min_8bit_size, max_unorm, self.skip_zeros = _from_args(type(self).__name__, args)
+        self.args = args
+        self.is_paged = bool(is_paged) or self._paged
         if optim_bits not in (8, 32):
             raise ValueError(f"{type(self).__name__}: optim_bits must be 8 or 32, not {optim_bits!r}")
         if max_unorm < 0:
@@ -143,7 +154,7 @@ class Optimizer(_Stepping):
     def _init_state(self, i, p, group, ctx):
         bits, layout = self._layout(p, group)
         st = {"step": 0, "bits": bits}
-        paged = self._paged and math.prod(adapter(p).info(p)[1]) >= PAGED_MIN_SIZE
+        paged = self.is_paged and math.prod(adapter(p).info(p)[1]) >= PAGED_MIN_SIZE
         if paged:
             st["paged"] = True
         for key, spec in layout.items():
@@ -191,6 +202,7 @@ class Optimizer(_Stepping):
         suffix = _SUFFIX[dtype]
         fn = getattr(ctx.lib.checked, _c_name(self.name, st["bits"], suffix))
         ptr = _ptr_or_null
+        skip_zeros = bool(group.get("skip_zeros", self.skip_zeros))  # args.skip_zeros, or an override of it
         if st.get("paged"):
             _prefetch(ctx.lib, p, (st["state1"], st["state2"]))
         if st["bits"] == 32:
@@ -199,10 +211,10 @@ class Optimizer(_Stepping):
             if max_unorm > 0:
                 unorm, param_norm = ptr(st["unorm_vec"]), _param_norm(p, ctx)
             fn(g_ptr, p_ptr, ptr(st["state1"]), ptr(st["state2"]), unorm, max_unorm, param_norm, beta1, beta2,
-               beta3, alpha, eps, wd, step, lr, 1.0, False, n)
+               beta3, alpha, eps, wd, step, lr, 1.0, skip_zeros, n)
         else:
             fn(p_ptr, g_ptr, ptr(st["state1"]), ptr(st["state2"]), beta1, beta2, beta3, alpha, eps, step, lr,
-               ptr(st["qmap1"]), ptr(st["qmap2"]), ptr(st["absmax1"]), ptr(st["absmax2"]), wd, 1.0, False, n)
+               ptr(st["qmap1"]), ptr(st["qmap2"]), ptr(st["absmax1"]), ptr(st["absmax2"]), wd, 1.0, skip_zeros, n)
 
     def state_dict(self):
         """{"state": {index: {...}}, "param_groups": [...]} with the state arrays as they are (copy them
@@ -338,6 +350,31 @@ def _check_group(where, group):
         raise ValueError(f"{where}: max_unorm must be a number >= 0, not {unorm!r}")
 
 
+_ARGS_READ = ("optim_bits", "min_8bit_size", "max_unorm", "skip_zeros")
+
+
+def _from_args(cls, args):
+    """(optim_bits, min_8bit_size, max_unorm, skip_zeros) from bitsandbytes' legacy `args` object. As
+    in bitsandbytes, these four come from it and the keyword values are not read, so each must be
+    there (bitsandbytes fails with an AttributeError at its first step; here the constructor raises a
+    ValueError). Older bitsandbytes also read percentile_clipping and block_wise from it: kbit has no
+    percentile clipping and only blockwise 8-bit state, so an args object asking for either is
+    refused rather than ignored."""
+    missing = [k for k in _ARGS_READ if not hasattr(args, k)]
+    if missing:
+        raise ValueError(f"{cls}: the args object has no {', '.join(missing)}; bitsandbytes reads "
+                         f"{', '.join(_ARGS_READ)} from it in place of the keyword arguments")
+    clip = getattr(args, "percentile_clipping", 100)
+    if clip != 100:
+        raise NotImplementedError(f"{cls}: args.percentile_clipping={clip!r}: kbit has no percentile clipping "
+                                  "of the gradient norm (only 100, off, is supported)")
+    optim_bits = args.optim_bits
+    if getattr(args, "block_wise", True) is False and optim_bits == 8:
+        raise ValueError(f"{cls}: args.block_wise=False with optim_bits=8: kbit keeps 8-bit optimizer state only "
+                         "blockwise (256-element blocks)")
+    return optim_bits, args.min_8bit_size, args.max_unorm, bool(args.skip_zeros)
+
+
 def _ptr_or_null(x):
     return None if x is None else adapter(x).info(x)[0]
 
@@ -397,38 +434,77 @@ def _bits(cls_bits, optim_bits):
     return cls_bits if cls_bits is not None else optim_bits
 
 
-def _fixed_bits_variants(cls):
-    """cls's 8-bit and 32-bit classes (Adam8bit, Adam32bit, ...): subclasses whose state has those bits
-    whatever optim_bits says."""
-    return tuple(type(f"{cls.__name__}{bits}bit", (cls,), {"_fixed_bits": bits, "__module__": __name__})
-                 for bits in (8, 32))
+def _variant(base, name, bits=None, paged=False, drop=(), defaults=None):
+    """The subclass `name` of base (Adam8bit, PagedAdamW, ...) with bitsandbytes' signature for it:
+    base's parameters less those in `drop` (base's defaults then apply to them), with `defaults`
+    changed. bits=8 or 32 fixes the bits of the state whatever optim_bits says (as there, an args
+    object still overrides them); an 8-bit class that keeps optim_bits takes only its default, as
+    bitsandbytes' Adam8bit (optim_bits=32) and Adagrad8bit (optim_bits=8) do. paged=True pages the
+    state whatever is_paged says (bitsandbytes' PagedAdam keeps is_paged and ignores it)."""
+    sig = inspect.signature(base.__init__)
+    defaults = defaults or {}
+    params = [p.replace(default=defaults.get(p.name, p.default)) for p in sig.parameters.values()
+              if p.name not in drop]
+    sig = sig.replace(parameters=params)
+    fixed = bits if bits is not None else base._fixed_bits
+
+    def __init__(self, *a, **kw):
+        bound = sig.bind(self, *a, **kw)
+        bound.apply_defaults()
+        kwargs = dict(bound.arguments)
+        del kwargs["self"]
+        only = sig.parameters.get("optim_bits")
+        if fixed == 8 and only is not None and kwargs["optim_bits"] != only.default:
+            raise ValueError(f"{name} only supports optim_bits={only.default} (default value for compatibility)")
+        base.__init__(self, **kwargs)
+
+    __init__.__signature__ = sig
+    __init__.__qualname__ = f"{name}.__init__"
+    what = ("paged state (managed memory), " if paged else "") + (f"{bits}-bit state, " if bits else "")
+    doc = f"{base.__name__} with {what}bitsandbytes' {name} signature (see the module docstring)."
+    return type(name, (base,), {"__init__": __init__, "_fixed_bits": fixed, "_paged": paged or base._paged,
+                                "__doc__": doc, "__module__": __name__})
+
+
+def _bits_variants(cls, **kw):
+    """cls's 8-bit and 32-bit classes (Adam8bit, Adam32bit, ...)."""
+    return tuple(_variant(cls, f"{cls.__name__}{bits}bit", bits=bits, **kw) for bits in (8, 32))
+
+
+def _paged_variants(*classes, **kw):
+    """The Paged classes of `classes` (PagedAdam, PagedAdam8bit, ...)."""
+    return tuple(_variant(cls, "Paged" + cls.__name__, paged=True, **kw) for cls in classes)
 
 
 # ---- the optimizer families -----------------------------------------------------------------
 
 class Adam(Optimizer):
-    """Adam (bitsandbytes: decoupled weight decay, so weight_decay > 0 behaves like AdamW)."""
+    """Adam (bitsandbytes: decoupled weight decay, so weight_decay > 0 behaves like AdamW). `args`:
+    bitsandbytes' legacy settings object (its optim_bits, min_8bit_size, max_unorm, skip_zeros replace
+    the keywords); `is_paged`: state of tensors with at least 1e5 elements in managed memory."""
     name = "adam"
     _fixed_bits = None
-    _default_wd = 0.0
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=None, amsgrad=False,
-                 optim_bits=32, min_8bit_size=4096):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+                 optim_bits=32, args=None, min_8bit_size=4096, is_paged=False):
         if amsgrad:
             raise NotImplementedError(f"{type(self).__name__}: amsgrad is not supported (as in bitsandbytes)")
-        wd = self._default_wd if weight_decay is None else weight_decay
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=wd),
-                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
-
-
-Adam8bit, Adam32bit = _fixed_bits_variants(Adam)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay),
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size, args=args, is_paged=is_paged)
 
 
 class AdamW(Adam):
-    _default_wd = 1e-2
+    """Adam with bitsandbytes' AdamW default weight_decay=1e-2 (the same decoupled decay)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 optim_bits=32, args=None, min_8bit_size=4096, is_paged=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, optim_bits, args, min_8bit_size, is_paged)
 
 
-AdamW8bit, AdamW32bit = _fixed_bits_variants(AdamW)
+Adam8bit, Adam32bit = _bits_variants(Adam)
+AdamW8bit, AdamW32bit = _bits_variants(AdamW)
+PagedAdam, PagedAdam8bit, PagedAdam32bit = _paged_variants(Adam, Adam8bit, Adam32bit)
+PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = _paged_variants(AdamW, AdamW8bit, AdamW32bit, drop=("is_paged",))
 
 
 class AdEMAMix(Optimizer):
@@ -439,12 +515,12 @@ class AdEMAMix(Optimizer):
     _fixed_bits = None
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
-                 eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096):
+                 eps=1e-8, weight_decay=1e-2, optim_bits=32, min_8bit_size=4096, is_paged=False):
         if len(betas) != 3:
             raise ValueError(f"{type(self).__name__}: betas must be (beta1, beta2, beta3)")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3,
                                       eps=eps, weight_decay=weight_decay), _bits(self._fixed_bits, optim_bits),
-                         min_8bit_size)
+                         min_8bit_size, is_paged=is_paged)
 
     def _hyper(self, group, step):
         beta1, beta2, beta3 = group["betas"]
@@ -459,19 +535,23 @@ class AdEMAMix(Optimizer):
         return beta1, beta2, beta3_t, alpha_t, group["eps"]
 
 
-AdEMAMix8bit, AdEMAMix32bit = _fixed_bits_variants(AdEMAMix)
+AdEMAMix8bit, AdEMAMix32bit = _bits_variants(AdEMAMix, drop=("optim_bits",))
+PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = _paged_variants(AdEMAMix, AdEMAMix8bit, AdEMAMix32bit,
+                                                                       drop=("is_paged",))
 
 
 class Lion(Optimizer):
     name = "lion"
     _fixed_bits = None
 
-    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, optim_bits=32, min_8bit_size=4096):
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0, optim_bits=32, args=None,
+                 min_8bit_size=4096, is_paged=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=0.0, weight_decay=weight_decay),
-                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size, args=args, is_paged=is_paged)
 
 
-Lion8bit, Lion32bit = _fixed_bits_variants(Lion)
+Lion8bit, Lion32bit = _bits_variants(Lion, drop=("optim_bits",))
+PagedLion, PagedLion8bit, PagedLion32bit = _paged_variants(Lion, Lion8bit, Lion32bit, drop=("is_paged",))
 
 
 class SGD(Optimizer):
@@ -481,14 +561,14 @@ class SGD(Optimizer):
     _fixed_bits = None
 
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
-                 min_8bit_size=4096):
+                 args=None, min_8bit_size=4096):
         if momentum == 0:
             raise NotImplementedError(f"{type(self).__name__}: SGD without momentum is not supported")
         super().__init__(params, dict(lr=lr, betas=(momentum, dampening), eps=0.0, weight_decay=weight_decay),
-                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size, args=args)
 
 
-SGD8bit, SGD32bit = _fixed_bits_variants(SGD)
+SGD8bit, SGD32bit = _bits_variants(SGD, drop=("optim_bits",))
 
 
 class RMSprop(Optimizer):
@@ -496,16 +576,16 @@ class RMSprop(Optimizer):
     _fixed_bits = None
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
-                 optim_bits=32, min_8bit_size=4096):
+                 optim_bits=32, args=None, min_8bit_size=4096):
         if alpha == 0:
             raise NotImplementedError(f"{type(self).__name__}: alpha = 0 is not supported")
         if centered:
             raise NotImplementedError(f"{type(self).__name__}: centered RMSprop is not supported")
         super().__init__(params, dict(lr=lr, betas=(alpha, momentum), eps=eps, weight_decay=weight_decay),
-                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size, args=args)
 
 
-RMSprop8bit, RMSprop32bit = _fixed_bits_variants(RMSprop)
+RMSprop8bit, RMSprop32bit = _bits_variants(RMSprop, drop=("optim_bits",))
 
 
 class Adagrad(Optimizer):
@@ -513,16 +593,17 @@ class Adagrad(Optimizer):
     _fixed_bits = None
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
-                 optim_bits=32, min_8bit_size=4096):
+                 optim_bits=32, args=None, min_8bit_size=4096):
         if initial_accumulator_value != 0:
             raise NotImplementedError(f"{type(self).__name__}: initial_accumulator_value != 0 is not supported")
         if lr_decay != 0:
             raise NotImplementedError(f"{type(self).__name__}: lr_decay != 0 is not supported")
         super().__init__(params, dict(lr=lr, betas=(0.0, 0.0), eps=eps, weight_decay=weight_decay),
-                         _bits(self._fixed_bits, optim_bits), min_8bit_size)
+                         _bits(self._fixed_bits, optim_bits), min_8bit_size, args=args)
 
 
-Adagrad8bit, Adagrad32bit = _fixed_bits_variants(Adagrad)
+Adagrad8bit = _variant(Adagrad, "Adagrad8bit", bits=8, defaults={"optim_bits": 8})
+Adagrad32bit = _variant(Adagrad, "Adagrad32bit", bits=32)
 
 
 class LAMB(Optimizer):
@@ -533,19 +614,14 @@ class LAMB(Optimizer):
     name = "adam"
 
     def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, adam_w_mode=True, optim_bits=32, min_8bit_size=4096, max_unorm=1.0):
+                 amsgrad=False, adam_w_mode=True, optim_bits=32, args=None, min_8bit_size=4096, max_unorm=1.0):
         cls = type(self).__name__
         if amsgrad:
             raise NotImplementedError(f"{cls}: amsgrad is not supported (as in bitsandbytes)")
         if not bias_correction or not adam_w_mode:
             raise NotImplementedError(f"{cls}: bitsandbytes' LAMB always bias-corrects and decouples weight decay")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay), optim_bits,
-                         min_8bit_size, max_unorm)
-
-
-def _no_args(cls, args):
-    if args is not None:
-        raise NotImplementedError(f"{cls}: an args object is not supported; pass its settings as arguments")
+                         min_8bit_size, max_unorm, args)
 
 
 class LAMB8bit(LAMB):
@@ -560,16 +636,14 @@ class LAMB8bit(LAMB):
         if max_unorm != 1.0:
             raise ValueError(f"LAMB8bit only supports max_unorm=1.0 (its 8-bit update has no update-norm clipping), "
                              f"not {max_unorm!r}")
-        _no_args(type(self).__name__, args)
-        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 8,
+        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 8, args,
                          min_8bit_size, max_unorm)
 
 
 class LAMB32bit(LAMB):
     def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, adam_w_mode=True, args=None, min_8bit_size=4096, max_unorm=1.0):
-        _no_args(type(self).__name__, args)
-        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 32,
+        super().__init__(params, lr, bias_correction, betas, eps, weight_decay, amsgrad, adam_w_mode, 32, args,
                          min_8bit_size, max_unorm)
 
 
@@ -579,11 +653,11 @@ class LARS(Optimizer):
     name = "momentum"
 
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
-                 min_8bit_size=4096, max_unorm=0.02):
+                 args=None, min_8bit_size=4096, max_unorm=0.02):
         if momentum == 0:
             raise NotImplementedError(f"{type(self).__name__}: LARS without momentum is not supported")
         super().__init__(params, dict(lr=lr, betas=(momentum, dampening), eps=0.0, weight_decay=weight_decay),
-                         optim_bits, min_8bit_size, max_unorm)
+                         optim_bits, min_8bit_size, max_unorm, args)
 
 
 class LARS8bit(LARS):
@@ -592,15 +666,14 @@ class LARS8bit(LARS):
 
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, args=None,
                  min_8bit_size=4096, max_unorm=0.02):
-        _no_args(type(self).__name__, args)
-        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 8, min_8bit_size, max_unorm)
+        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 8, args, min_8bit_size, max_unorm)
 
 
 class LARS32bit(LARS):
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, args=None,
                  min_8bit_size=4096, max_unorm=0.02):
-        _no_args(type(self).__name__, args)
-        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 32, min_8bit_size, max_unorm)
+        super().__init__(params, lr, momentum, dampening, weight_decay, nesterov, 32, args, min_8bit_size,
+                         max_unorm)
 
 
 class PytorchLARS(_Stepping):
@@ -725,16 +798,6 @@ class GlobalOptimManager:
                 out.update(config)
         return out
 
-
-def _paged_variant(cls):
-    doc = f"{cls.__name__} with paged state (managed memory; see the module docstring)."
-    return type("Paged" + cls.__name__, (cls,), {"_paged": True, "__doc__": doc, "__module__": __name__})
-
-
-PagedAdam, PagedAdam8bit, PagedAdam32bit = map(_paged_variant, (Adam, Adam8bit, Adam32bit))
-PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = map(_paged_variant, (AdamW, AdamW8bit, AdamW32bit))
-PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = map(_paged_variant, (AdEMAMix, AdEMAMix8bit, AdEMAMix32bit))
-PagedLion, PagedLion8bit, PagedLion32bit = map(_paged_variant, (Lion, Lion8bit, Lion32bit))
 
 __all__ = ["Optimizer", "Adam", "Adam8bit", "Adam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "AdEMAMix",
            "AdEMAMix8bit", "AdEMAMix32bit", "Lion", "Lion8bit", "Lion32bit", "SGD", "SGD8bit", "SGD32bit",
