@@ -706,3 +706,117 @@ def test_load_state_dict_refuses_params_that_are_no_list(rng):
         bad["param_groups"] = [dict(bad["param_groups"][0], params=params)]
         with pytest.raises(ValueError, match=r"^load_state_dict: a param group has a different number of parameters$"):
             opt.load_state_dict(bad)
+
+
+# ---- bitsandbytes' args and is_paged (docs/python.md, kbit.optim) ---------------------------------------
+
+class Args:
+    """bitsandbytes' legacy settings object (its MockArgs / an argparse namespace)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(dict(optim_bits=32, min_8bit_size=4096, max_unorm=0.0, skip_zeros=False), **kw)
+
+
+@pytest.mark.parametrize("cls,kwargs", [(optim.Adam8bit, {}), (optim.AdamW32bit, {}), (optim.Lion, {}),
+                                        (optim.AdEMAMix8bit, {}), (optim.Adam, dict(optim_bits=8))],
+                         ids=["Adam8bit", "AdamW32bit", "Lion", "AdEMAMix8bit", "Adam-optim_bits=8"])
+def test_is_paged_keeps_state_in_managed_memory_and_steps_identically(rng, cls, kwargs):
+    big = rng.standard_normal(optim.PAGED_MIN_SIZE + 3).astype(np.float32)
+    pa, pb = [big.copy()], [big.copy()]
+    a, b = cls(pa, is_paged=True, **kwargs), cls(pb, **kwargs)
+    assert a.is_paged and not b.is_paged
+    for _ in range(3):
+        g = rng.standard_normal(big.size).astype(np.float32) * 0.01
+        a.step([g])
+        b.step([g])
+    assert pa[0].tobytes() == pb[0].tobytes()
+    assert a.state[0].get("paged") and not b.state[0].get("paged")
+    assert not a.state[0]["state1"].flags.owndata  # a view over the managed buffer
+    for key in ("state1", "state2", "absmax1", "absmax2"):
+        if b.state[0].get(key) is not None:
+            assert a.state[0][key].tobytes() == b.state[0][key].tobytes(), key
+
+
+def test_paged_classes_page_whatever_is_paged_says_and_take_bitsandbytes_order(rng):
+    p = [rng.standard_normal(optim.PAGED_MIN_SIZE).astype(np.float32)]
+    assert optim.PagedAdam(p, is_paged=False).is_paged and optim.PagedAdamW8bit(p).is_paged
+    # bitsandbytes' positional order: ..., amsgrad, optim_bits, args, min_8bit_size, is_paged
+    opt = optim.Adam8bit(p, 1e-3, (0.9, 0.999), 1e-8, 0, False, 32, None, 4096, True)
+    assert opt.is_paged and opt.defaults["optim_bits"] == 8
+    opt.step([np.ones_like(p[0])])
+    assert opt.state[0]["paged"] and opt.state[0]["state1"].dtype == np.uint8
+    with pytest.raises(TypeError):
+        optim.PagedAdamW(p, is_paged=True)  # not a parameter of bitsandbytes' PagedAdamW
+    with pytest.raises(TypeError):
+        optim.Lion8bit(p, optim_bits=8)  # nor optim_bits of Lion8bit
+
+
+def test_args_replaces_the_keyword_settings(rng):
+    p = rng.standard_normal(5000).astype(np.float32)
+    # Adam8bit with args.optim_bits=32 keeps 32-bit state, as in bitsandbytes (args wins over the class)
+    opt = optim.Adam8bit([p.copy()], args=Args(optim_bits=32))
+    opt.step([p])
+    assert opt.state[0]["bits"] == 32 and opt.args.optim_bits == 32
+    # the keywords are not read when args is given
+    opt = optim.Adam([p.copy()], optim_bits=32, min_8bit_size=1, args=Args(optim_bits=8, min_8bit_size=4096))
+    assert opt.defaults["optim_bits"] == 8 and opt.defaults["min_8bit_size"] == 4096
+    opt.step([p])
+    assert opt.state[0]["bits"] == 8
+    opt = optim.SGD([p.copy()], lr=0.1, momentum=0.9, args=Args(optim_bits=8, min_8bit_size=6000))
+    opt.step([p])
+    assert opt.state[0]["bits"] == 32  # 5000 < args.min_8bit_size
+    opt = optim.LAMB32bit([p.copy()], max_unorm=1.0, args=Args(max_unorm=0.0))
+    opt.step([p])
+    assert opt.defaults["max_unorm"] == 0.0 and "unorm_vec" not in opt.state[0]
+
+
+# skip_zeros applies to the 32-bit kernels but AdEMAMix's and the 1-state 8-bit ones (the 8-bit Adam and
+# AdEMAMix kernels ignore it, as bitsandbytes' CUDA kernels do: docs/behaviour.md §8)
+@pytest.mark.parametrize("cls,bits", [(optim.Adam, 32), (optim.Lion32bit, 32), (optim.Lion32bit, 8)],
+                         ids=["Adam-32", "Lion32bit-32", "Lion32bit-8"])
+def test_args_skip_zeros_reaches_the_kernels(rng, cls, bits):
+    p0 = rng.standard_normal(5000).astype(np.float32)
+    g1 = rng.standard_normal(5000).astype(np.float32)
+    g2 = rng.standard_normal(5000).astype(np.float32)
+    g2[::7] = 0
+    pa, pb = p0.copy(), p0.copy()
+    skip, plain = cls([pa], args=Args(skip_zeros=True, optim_bits=bits)), cls([pb], args=Args(optim_bits=bits))
+    skip.step([g1])
+    plain.step([g1])
+    assert pa.tobytes() == pb.tobytes()  # no zero gradient yet
+    before = pa.copy()
+    skip.step([g2])
+    plain.step([g2])
+    zero = g2 == 0
+    assert np.array_equal(pa[zero], before[zero])  # untouched where the gradient is 0
+    assert not np.array_equal(pb[zero], before[zero])  # moved there by the momentum of step 1
+    assert skip.state[0]["bits"] == bits  # args.optim_bits wins over the class's bits, as there
+
+
+ARGS_ERRORS = [
+    (NotImplementedError, r"Adam8bit: args.percentile_clipping=5: kbit has no percentile clipping",
+     lambda p: optim.Adam8bit([p], args=Args(percentile_clipping=5))),
+    (ValueError, r"AdamW: args.block_wise=False with optim_bits=8: kbit keeps 8-bit optimizer state only blockwise",
+     lambda p: optim.AdamW([p], args=Args(optim_bits=8, block_wise=False))),
+    (ValueError, r"Lion: the args object has no skip_zeros",
+     lambda p: optim.Lion([p], args=type("A", (), dict(optim_bits=32, min_8bit_size=1, max_unorm=0.0))())),
+    (TypeError, "percentile_clipping", lambda p: optim.Adam([p], percentile_clipping=100)),
+    (TypeError, "block_wise", lambda p: optim.Adam8bit([p], block_wise=True)),
+]
+
+
+@pytest.mark.parametrize("exc,match,construct", ARGS_ERRORS, ids=[m for _, m, _ in ARGS_ERRORS])
+def test_args_errors(exc, match, construct):
+    with pytest.raises(exc, match=match):
+        construct(np.zeros(64, np.float32))
+
+
+def test_args_that_kbit_runs_as_asked(rng):
+    p = rng.standard_normal(5000).astype(np.float32)
+    # percentile_clipping=100 is off; block_wise=False is harmless with 32-bit state (bitsandbytes'
+    # 32-bit update has no blocks)
+    a = optim.Adam32bit([p.copy()], args=Args(percentile_clipping=100, block_wise=False))
+    b = optim.Adam32bit([p.copy()])
+    a.step([p])
+    b.step([p])
+    assert a._params[0].tobytes() == b._params[0].tobytes()
