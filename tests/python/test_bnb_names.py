@@ -2,7 +2,7 @@
 bitsandbytes.optim: every name is there or deliberately absent (ABSENT says why), the names added for
 issue 40 have bitsandbytes' parameters and defaults, and the numpy-only ones that need no kernel
 (PytorchLARS, int8_vectorwise_dequant) give bitsandbytes' values. Needs torch and bitsandbytes
-(skipped without them)."""
+(skipped without them). Every optimizer class both define has bitsandbytes' signature."""
 import inspect
 
 import numpy as np
@@ -79,6 +79,31 @@ def _parameters(f):
 def test_added_names_have_bitsandbytes_signature(module, name):
     theirs = getattr(bnbf if module is kf else bnbo, name)
     assert _parameters(getattr(module, name)) == _parameters(theirs)
+
+
+# Classes both kbit.optim and bitsandbytes.optim define whose signatures differ on purpose, and why
+# (none: every one takes bitsandbytes 0.50.2's parameters, names, order and defaults).
+SIGNATURE_EXCEPTIONS = {}
+
+
+def _optim_classes():
+    return sorted(n for n in dir(bnbo) if not n.startswith("_") and inspect.isclass(getattr(bnbo, n))
+                  and inspect.isclass(getattr(ko, n, None)))
+
+
+def test_the_signature_comparison_covers_every_optimizer():
+    names = _optim_classes()
+    assert len(names) >= 41 and {"Adam8bit", "PagedAdamW", "Lion32bit", "Adagrad8bit", "LAMB"} <= set(names)
+    assert set(SIGNATURE_EXCEPTIONS) <= set(names)
+
+
+@pytest.mark.parametrize("name", _optim_classes())
+def test_every_optimizer_has_bitsandbytes_signature(name):
+    """Parameter names, order and defaults of each class both packages define (args, is_paged,
+    optim_bits where bitsandbytes has it, ...), so a call written for bitsandbytes binds the same."""
+    if name in SIGNATURE_EXCEPTIONS:
+        pytest.skip(SIGNATURE_EXCEPTIONS[name])
+    assert _parameters(getattr(ko, name)) == _parameters(getattr(bnbo, name))
 
 
 def test_pytorch_lars_equals_bitsandbytes():
