@@ -14,6 +14,12 @@ bitsandbytes: "step", "state1", "state2", and for 8-bit state "qmap1", "qmap2", 
 8-bit state is used for parameters with at least min_8bit_size (4096) elements when optim_bits=8;
 smaller ones use the 32-bit kernels, as in bitsandbytes.
 
+Every class bitsandbytes.optim (0.50.2) also defines takes its parameters with the same names, order
+and defaults. `args` is bitsandbytes' legacy settings object: its optim_bits, min_8bit_size,
+max_unorm and skip_zeros replace the keyword values (see _from_args; percentile clipping and
+non-blockwise 8-bit state, which older bitsandbytes read from it, are refused). `is_paged=True` pages
+the state as the Paged classes do.
+
 Paged classes (PagedAdamW8bit, ...) keep state1/state2 of parameters with at least 1e5 elements in
 the backend's managed memory (cget_managed_ptr; CUDA unified memory, plain host memory on the CPU)
 as numpy arrays over it, prefetched to the parameter's device before each step, and freed
@@ -510,7 +516,7 @@ PagedAdamW, PagedAdamW8bit, PagedAdamW32bit = _paged_variants(AdamW, AdamW8bit, 
 class AdEMAMix(Optimizer):
     """AdEMAMix with bitsandbytes' host schedules: alpha_t = min(t*alpha/t_alpha, alpha) and
     beta3_t = min(exp(ln b1 * ln b3 / ((1-s) ln b3 + s ln b1)), b3), s = t/t_beta3, when t_alpha /
-    t_beta3 are given."""
+    t_beta3 are given. `is_paged` as Adam's; bitsandbytes' AdEMAMix takes no `args`."""
     name = "ademamix"
     _fixed_bits = None
 
@@ -541,6 +547,7 @@ PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit = _paged_variants(AdEMAMix,
 
 
 class Lion(Optimizer):
+    """Lion; `args` and `is_paged` as Adam's (see the module docstring)."""
     name = "lion"
     _fixed_bits = None
 
@@ -556,7 +563,7 @@ PagedLion, PagedLion8bit, PagedLion32bit = _paged_variants(Lion, Lion8bit, Lion3
 
 class SGD(Optimizer):
     """SGD with momentum (momentum > 0 required, as in bitsandbytes); dampening and nesterov are
-    accepted and ignored there too."""
+    accepted and ignored there too. `args` as Adam's (see the module docstring)."""
     name = "momentum"
     _fixed_bits = None
 
@@ -572,6 +579,7 @@ SGD8bit, SGD32bit = _bits_variants(SGD, drop=("optim_bits",))
 
 
 class RMSprop(Optimizer):
+    """RMSprop without centering (alpha > 0); `args` as Adam's (see the module docstring)."""
     name = "rmsprop"
     _fixed_bits = None
 
@@ -589,6 +597,7 @@ RMSprop8bit, RMSprop32bit = _bits_variants(RMSprop, drop=("optim_bits",))
 
 
 class Adagrad(Optimizer):
+    """Adagrad without lr_decay or an initial accumulator; `args` as Adam's (see the module docstring)."""
     name = "adagrad"
     _fixed_bits = None
 
@@ -610,7 +619,7 @@ class LAMB(Optimizer):
     """LAMB as bitsandbytes runs it: the Adam update with update-norm clipping (max_unorm, default 1.0:
     the update is scaled down when its norm exceeds max_unorm * ||p||). Clipping needs 32-bit state:
     with optim_bits=8, parameters with 8-bit state take the plain 8-bit Adam step, as bitsandbytes'
-    8-bit blockwise update has no update norm either."""
+    8-bit blockwise update has no update norm either. `args` as Adam's (its max_unorm too)."""
     name = "adam"
 
     def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -649,7 +658,7 @@ class LAMB32bit(LAMB):
 
 class LARS(Optimizer):
     """LARS as bitsandbytes runs it: SGD with momentum (required) and update-norm clipping (max_unorm,
-    default 0.02), which needs 32-bit state (as LAMB)."""
+    default 0.02), which needs 32-bit state (as LAMB). `args` as Adam's (its max_unorm too)."""
     name = "momentum"
 
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, optim_bits=32,
