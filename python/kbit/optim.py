@@ -29,6 +29,7 @@ import ctypes
 import inspect
 import math
 import numbers
+import types
 import weakref
 
 import ml_dtypes
@@ -92,6 +93,9 @@ class Optimizer(_Stepping):
         self.skip_zeros = False
         if args is not None:
             optim_bits, min_8bit_size, max_unorm, self.skip_zeros = _from_args(type(self).__name__, args)
+        else:  # bitsandbytes' MockArgs of the keywords
+            args = types.SimpleNamespace(optim_bits=optim_bits, min_8bit_size=min_8bit_size, max_unorm=max_unorm,
+                                         skip_zeros=False)
         self.args = args
         self.is_paged = bool(is_paged) or self._paged
         if optim_bits not in (8, 32):

@@ -762,6 +762,8 @@ def test_args_replaces_the_keyword_settings(rng):
     assert opt.defaults["optim_bits"] == 8 and opt.defaults["min_8bit_size"] == 4096
     opt.step([p])
     assert opt.state[0]["bits"] == 8
+    opt = optim.Lion8bit([p.copy()])  # without args, bitsandbytes' MockArgs of the keywords
+    assert vars(opt.args) == dict(optim_bits=8, min_8bit_size=4096, max_unorm=0.0, skip_zeros=False)
     opt = optim.SGD([p.copy()], lr=0.1, momentum=0.9, args=Args(optim_bits=8, min_8bit_size=6000))
     opt.step([p])
     assert opt.state[0]["bits"] == 32  # 5000 < args.min_8bit_size
