@@ -379,7 +379,7 @@ def _from_args(cls, args):
         raise NotImplementedError(f"{cls}: args.percentile_clipping={clip!r}: kbit has no percentile clipping "
                                   "of the gradient norm (only 100, off, is supported)")
     optim_bits = args.optim_bits
-    if getattr(args, "block_wise", True) is False and optim_bits == 8:
+    if not getattr(args, "block_wise", True) and optim_bits == 8:
         raise ValueError(f"{cls}: args.block_wise=False with optim_bits=8: kbit keeps 8-bit optimizer state only "
                          "blockwise (256-element blocks)")
     return optim_bits, args.min_8bit_size, args.max_unorm, bool(args.skip_zeros)
