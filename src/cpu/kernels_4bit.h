@@ -12,7 +12,9 @@
 
 #include <hwy/cache_control.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpu_isa.h"
 #include "kbit_formats.h"
@@ -83,6 +85,30 @@ inline void prefetch_quantize_4bit_input(const T* A, int64_t blocksize, int64_t 
 // The SIMD dot kernels' precondition (both sets): rows that start a block, and k > 0.
 inline bool dot_4bit_simd_supports(int64_t k, int64_t row_elems, int64_t blocksize) {
     return k > 0 && row_elems % blocksize == 0;
+}
+
+// The end of one SIMD dot row: adds to `sum` elements [kk, k) past the last whole group of the weight
+// row whose first nibble is row_base, in order, one partial sum per block run, scaled once per run.
+inline float dot_4bit_tail(float sum, const float* a, int64_t kk, int64_t k, const uint8_t* B, int64_t row_base,
+                           const float* scales, int64_t blocksize, const float* lut) {
+    while (kk < k) {
+        const int64_t b = (row_base + kk) / blocksize;
+        const int64_t run_end = std::min(k, (b + 1) * blocksize - row_base);
+        float partial = 0.0f;
+        for (; kk < run_end; ++kk) partial += a[kk] * lut[nibble_at(B, row_base + kk)];
+        sum += partial * scales[b];
+    }
+    return sum;
+}
+
+// Splits M activation rows into tiles of 4, then 2, then 1 and calls tile(std::integral_constant<int,
+// MT>, t) for the tile of MT rows starting at row t (each dot source's register tiles).
+template <class Tile>
+inline void for_token_tiles(int M, Tile&& tile) {
+    int t = 0;
+    for (; t + 4 <= M; t += 4) tile(std::integral_constant<int, 4>{}, t);
+    for (; t + 2 <= M; t += 2) tile(std::integral_constant<int, 2>{}, t);
+    for (; t < M; ++t) tile(std::integral_constant<int, 1>{}, t);
 }
 
 // The tables of the active ISA, assembled once (kernels_4bit.cpp).

@@ -99,31 +99,17 @@ void dot_rows_tile(const float* prepared, int64_t k, const uint8_t* B, int64_t r
         for (int t = 0; t < MT; ++t) {
             VF sum_v = total[t][0];
             for (int j = 1; j < NACC; ++j) sum_v = hn::Add(sum_v, total[t][j]);
-            float sum = hn::GetLane(hn::SumOfLanes(df, sum_v));
-            // Elements past the last whole group (k % 64), in order, one scale per block run.
-            const float* a = prepared + t * k;
-            int64_t kk = body;
-            while (kk < k) {
-                const int64_t b = (base + kk) / blocksize;
-                const int64_t run_end = std::min(k, (b + 1) * blocksize - base);
-                float partial = 0.0f;
-                for (; kk < run_end; ++kk) partial += a[kk] * lut[nibble_at(B, base + kk)];
-                sum += partial * scales[b];
-            }
-            sums[t * ldo + r] = sum;
+            const float sum = hn::GetLane(hn::SumOfLanes(df, sum_v));
+            sums[t * ldo + r] = dot_4bit_tail(sum, prepared + t * k, body, k, B, base, scales, blocksize, lut);
         }
     }
 }
 
 void dot_rows(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
               int64_t blocksize, const float* lut, int64_t r0, int64_t r1, float* sums, int64_t ldo) {
-    int t = 0;
-    for (; t + 4 <= M; t += 4)
-        dot_rows_tile<4>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
-    for (; t + 2 <= M; t += 2)
-        dot_rows_tile<2>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
-    for (; t < M; ++t)
-        dot_rows_tile<1>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
+    for_token_tiles(M, [&](auto mt, int t) {
+        dot_rows_tile<mt>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, r0, r1, sums + t * ldo, ldo);
+    });
 }
 
 }  // namespace

@@ -240,15 +240,8 @@ HWY_INLINE void dot_tile(const float* prepared, int64_t k, const uint8_t* B, int
         for (int t = 0; t < MT; ++t) {
             float sum = reduced[t * RT + j];
             if (!cols.first) sum = sums[t * ldo + r + j] + sum;
-            // Elements past the last whole group (k % 128), in order, one scale per block run.
-            const float* a = prepared + t * k;
-            for (int64_t kk = tail ? cols.c1 : k; kk < k;) {
-                const int64_t b = (row_base + kk) / blocksize;
-                const int64_t run_end = std::min(k, (b + 1) * blocksize - row_base);
-                float partial = 0.0f;
-                for (; kk < run_end; ++kk) partial += a[kk] * lut[nibble_at(B, row_base + kk)];
-                sum += partial * scales[b];
-            }
+            // Elements past the last whole group (k % 128), after the slice that ends the row.
+            if (tail) sum = dot_4bit_tail(sum, prepared + t * k, cols.c1, k, B, row_base, scales, blocksize, lut);
             sums[t * ldo + r + j] = sum;
         }
     }
@@ -266,13 +259,9 @@ template <int RT>
 void dot_tiles(const float* prepared, int M, int64_t k, const uint8_t* B, int64_t row_elems, const float* scales,
                int64_t blocksize, const float* lut, const TileSetup& s, int64_t r, float* sums, int64_t ldo,
                const Columns& cols) {
-    int t = 0;
-    for (; t + 4 <= M; t += 4)
-        dot_tile<4, RT>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
-    for (; t + 2 <= M; t += 2)
-        dot_tile<2, RT>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
-    for (; t < M; ++t)
-        dot_tile<1, RT>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
+    for_token_tiles(M, [&](auto mt, int t) {
+        dot_tile<mt, RT>(prepared + t * k, k, B, row_elems, scales, blocksize, lut, s, r, sums + t * ldo, ldo, cols);
+    });
 }
 
 constexpr int64_t kSliceBytes = 32 * 1024;  // of activations, half of the smallest AVX-512 core's L1D
