@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "kbit/kbit_loader.h"
 
@@ -16,6 +17,10 @@ namespace {
 
 constexpr const char kPrefix[] = "libkbit_";
 constexpr const char kSuffix[] = ".so";
+// kbit's own libraries of that name pattern that are not backends: the scan skips them, so `kbit info`
+// does not list the checkpoint reader (libkbit_io.so, installed beside the backends) as a rejected
+// candidate. Naming one explicitly (KBIT_BACKEND=io) still opens it and rejects it with the reason.
+constexpr const char* kNotBackends[] = {"io"};
 
 bool is_directory(const std::string& path) {
     struct stat st {};
@@ -107,7 +112,10 @@ std::vector<std::string> scan_directory(const std::string& dir) {
             file.compare(file.size() - ns, ns, kSuffix) != 0)
             continue;
         const std::string path = dir + "/" + file;
-        if (valid_backend_name(backend_name_of(path)) && is_regular_file(path)) files.push_back(path);
+        const std::string name = backend_name_of(path);
+        const bool not_backend =
+            std::any_of(std::begin(kNotBackends), std::end(kNotBackends), [&](const char* n) { return name == n; });
+        if (!not_backend && valid_backend_name(name) && is_regular_file(path)) files.push_back(path);
     }
     closedir(d);
     std::sort(files.begin(), files.end());
