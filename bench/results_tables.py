@@ -321,6 +321,32 @@ def uarch_table(table):
     return table_lines(header, body)
 
 
+def insn_table(table):
+    """Instructions per element (bench/insn_per_element.py): a row per kernel, a column per
+    architecture and level, in the order the sources first give them."""
+    cols, kernels, cells = [], {}, {}
+    for src in table["sources"]:
+        for r in read_csv(src["csv"]):
+            if not matches(r, src.get("where")):
+                continue
+            col = (r["arch"], r["level"], r["vector_bits"], r["qemu_cpu"])
+            if col not in cols:
+                cols.append(col)
+            kernels.setdefault(r["kernel"], r["element"])
+            cells.setdefault((r["kernel"], col), fnum(r, "instructions_per_element"))
+    arch_names = {"x86_64": "x86-64", "aarch64": "AArch64"}
+
+    def heading(col):
+        arch, level, bits, cpu = col
+        width = "scalar" if bits == "0" else f"{bits}-bit"
+        return f"{arch_names.get(arch, arch)} {level} ({width}, qemu {cpu})"
+
+    header = ["kernel", "per"] + [heading(c) for c in cols]
+    body = [[f"`{k}`", element] + [f"{cells[(k, c)]:.2f}" if (k, c) in cells else "-" for c in cols]
+            for k, element in kernels.items()]
+    return table_lines(header, body)
+
+
 def source_line(src):
     return f"[{src['csv']}](results/{src['csv']}): {src.get('about', '')}".rstrip(": ")
 
@@ -351,6 +377,8 @@ def render(manifest):
             out += convert_table(table)
         elif kind == "uarch":
             out += uarch_table(table)
+        elif kind == "insn":
+            out += insn_table(table)
         else:
             raise DataError(f"{table['title']}: unknown kind {kind!r}")
         out += [""]
