@@ -68,13 +68,15 @@ const Int8Kernels& int8_kernels() {
 
 const IgemmKernels& igemm_kernels() {
     static const IgemmKernels table = [] {
-        IgemmKernels t{&no_library, &ref_igemm_s32};
+        IgemmKernels t{&no_library, &ref_igemm_s32, "kbit"};
         override_for_active_isa(t, KBIT_HWY_HOOKS(OverrideIgemm));
         override_igemm_onednn(t);
         return t;
     }();
     return table;
 }
+
+const char* igemm_provider() { return igemm_kernels().provider; }
 
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(blockwise8_kernels);
 

@@ -67,6 +67,9 @@ struct IgemmKernels {
                         int64_t ldb, int32_t* C, int64_t ldc);
     // The product by kbit's own kernel.
     IgemmFn s32;
+    // Who computes cigemmlt_* (kbit_backend_info's "int8 GEMM: ..."): "kbit" (the reference or the
+    // Highway kernel) or "oneDNN s8s8s32 (AVX-512 VNNI)".
+    const char* provider;
 };
 
 // The tables of the active ISA, assembled once (kernels_8bit.cpp).
@@ -86,7 +89,7 @@ template <class T>
 void override_blockwise8_avx512vbmi(Blockwise8Kernels<T>& table);  // kernels_8bit_dequantize_avx512vbmi.cpp
 void override_igemm_onednn(IgemmKernels& table);                   // kernels_igemm_onednn.cpp
 
-// "oneDNN s8s8s32 (AVX-512 VNNI)" or "kbit": who computes cigemmlt_* in this process.
+// igemm_kernels().provider: who computes cigemmlt_* in this process.
 const char* igemm_provider();
 
 }  // namespace kbit::cpu

@@ -55,9 +55,9 @@ bool igemm_onednn(int64_t m, int64_t n, int64_t k, const int8_t* W, int64_t lda,
 }  // namespace
 
 void override_igemm_onednn(IgemmKernels& table) {
-    if (exact_onednn_gemm() != nullptr) table.s32_library = &igemm_onednn;
+    if (exact_onednn_gemm() == nullptr) return;
+    table.s32_library = &igemm_onednn;
+    table.provider = "oneDNN s8s8s32 (AVX-512 VNNI)";
 }
-
-const char* igemm_provider() { return exact_onednn_gemm() != nullptr ? "oneDNN s8s8s32 (AVX-512 VNNI)" : "kbit"; }
 
 }  // namespace kbit::cpu
