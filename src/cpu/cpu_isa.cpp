@@ -78,6 +78,14 @@ const IsaChoice& choice() {
 
 }  // namespace
 
+#if defined(__aarch64__)
+bool cpu_has_arm_dotprod() {
+    constexpr unsigned long kHwcapAsimdDp = 1ul << 20;  // HWCAP_ASIMDDP of <asm/hwcap.h>
+    static const bool has = (getauxval(AT_HWCAP) & kHwcapAsimdDp) != 0;
+    return has;
+}
+#endif
+
 Isa active_isa() { return choice().active; }
 Isa detected_isa() { return choice().detected; }
 const char* isa_cap_setting() { return choice().cap.c_str(); }

@@ -77,6 +77,12 @@ bool isa_cap_valid();
 #define KBIT_HWY_SIZED_HOOKS(fn) KBIT_HWY_HOOKS(fn)
 #endif
 
+#if KBIT_CPU_ARM64
+// Whether the CPU has the dot-product extension (SDOT/UDOT, HWCAP_ASIMDDP), which no level requires:
+// the int8 GEMM's SDOT kernel (kernels_igemm_dotprod.cpp) is used from Isa::Neon up where it is true.
+bool cpu_has_arm_dotprod();
+#endif
+
 // Whether the active ISA is `isa` or a level above it on the same architecture (Ref: always).
 inline bool isa_at_least(Isa isa) {
     const int want = static_cast<int>(isa), have = static_cast<int>(active_isa());

@@ -70,6 +70,9 @@ const IgemmKernels& igemm_kernels() {
     static const IgemmKernels table = [] {
         IgemmKernels t{&no_library, &ref_igemm_s32, "kbit"};
         override_for_active_isa(t, KBIT_HWY_HOOKS(OverrideIgemm));
+#if KBIT_CPU_ARM64
+        override_igemm_dotprod(t);  // after the Highway kernel of every level, which it replaces
+#endif
         override_igemm_onednn(t);
         return t;
     }();

@@ -2,7 +2,7 @@
 // blockwise dynamic 8-bit (Blockwise8Kernels<T>), LLM.int8's element kernels (Int8Kernels) and the
 // exact int8 GEMM (IgemmKernels). Every slot is filled from the scalar reference (ref_8bit.h), then
 // the SIMD sources override theirs for the active ISA (Highway AVX2 / AVX3, then the AVX-512 VBMI
-// dequantizer); the GEMM also has a library slot (oneDNN). Kernels work on a range (of blocks, rows or elements) so that the thread
+// dequantizer; on AArch64 the GEMM's SDOT kernel); the GEMM also has a library slot (oneDNN). Kernels work on a range (of blocks, rows or elements) so that the thread
 // drivers in ops_8bit.cpp can split a call across OpenMP threads; arguments are already validated.
 #pragma once
 
@@ -52,7 +52,8 @@ struct Int8Kernels {
 // saturate (a 4096-long product of +-127/-128 values came back off by up to 1.6e7 in 96 of 128
 // outputs). bitsandbytes' int8 GEMM is exact (cuBLASLt, int32 accumulation), so kbit uses oneDNN on
 // VNNI CPUs and its own kernel elsewhere: int8 widened to int16 and multiplied with vpmaddwd (exact:
-// a pair sum is at most 2 * 128 * 128), accumulated in int32.
+// a pair sum is at most 2 * 128 * 128), accumulated in int32. On AArch64 CPUs with the dot-product
+// extension, SDOT multiplies int8 directly (four products into each int32 lane, no widening).
 //
 // C[t * ldc + o] = sum_{i < m} W[o * lda + i] * X[t * ldb + i] for t < n, o < k, accumulated in int32
 // (wrapping modulo 2^32 like any int32 accumulator). Sizes validated; n, k > 0. May throw
@@ -68,7 +69,7 @@ struct IgemmKernels {
     // The product by kbit's own kernel.
     IgemmFn s32;
     // Who computes cigemmlt_* (kbit_backend_info's "int8 GEMM: ..."): "kbit" (the reference or the
-    // Highway kernel) or "oneDNN s8s8s32 (AVX-512 VNNI)".
+    // Highway kernel), "kbit sdot" (kernels_igemm_dotprod.cpp) or "oneDNN s8s8s32 (AVX-512 VNNI)".
     const char* provider;
 };
 
@@ -88,6 +89,10 @@ KBIT_HWY_OVERRIDES(
 template <class T>
 void override_blockwise8_avx512vbmi(Blockwise8Kernels<T>& table);  // kernels_8bit_dequantize_avx512vbmi.cpp
 void override_igemm_onednn(IgemmKernels& table);                   // kernels_igemm_onednn.cpp
+#if KBIT_CPU_ARM64
+// The SDOT kernel from Isa::Neon up, where the CPU has the dot-product extension.
+void override_igemm_dotprod(IgemmKernels& table);  // kernels_igemm_dotprod.cpp
+#endif
 
 // igemm_kernels().provider: who computes cigemmlt_* in this process.
 const char* igemm_provider();
