@@ -57,12 +57,28 @@ def misaligned(a):
     return out
 
 
-def bnb_library_path():
-    """bitsandbytes' CPU library from its PyPI wheel (installed with --no-deps), or None."""
+def _elf_machine(path):
+    """(byte order, e_machine) of an ELF file, or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return None
+    return (head[5], head[18:20]) if len(head) == 20 and head[:4] == b"\x7fELF" else None
+
+
+def _bnb_candidates():
     roots = [sysconfig.get_paths()["purelib"], *glob.glob(str(ROOT / ".venv/lib/python3*/site-packages"))]
-    for r in roots:
-        p = Path(r) / "bitsandbytes" / "libbitsandbytes_cpu.so"
-        if p.is_file():
+    return [p for p in (Path(r) / "bitsandbytes" / "libbitsandbytes_cpu.so" for r in roots) if p.is_file()]
+
+
+def bnb_library_path():
+    """bitsandbytes' CPU library from its PyPI wheel (installed with --no-deps) for this interpreter's
+    machine, or None. The source tree's .venv can be another machine's: an x86-64 one seen by an arm64
+    Python under qemu (scripts/cross-aarch64-python)."""
+    own = _elf_machine("/proc/self/exe")
+    for p in _bnb_candidates():
+        if own is None or _elf_machine(p) == own:
             return p
     return None
 
@@ -70,9 +86,12 @@ def bnb_library_path():
 @pytest.fixture(scope="session")
 def bnb():
     """ctypes.CDLL of libbitsandbytes_cpu.so, opened as bitsandbytes does (no argtypes); skips when
-    the wheel is not installed."""
+    the wheel is not installed, or only for another machine."""
     p = bnb_library_path()
     if p is None:
+        other = _bnb_candidates()
+        if other:
+            pytest.skip(f"bitsandbytes' libbitsandbytes_cpu.so is installed only for another machine ({other[0]})")
         pytest.skip("bitsandbytes' libbitsandbytes_cpu.so not installed (pip install --no-deps bitsandbytes)")
     return ctypes.CDLL(str(p))
 
