@@ -323,7 +323,11 @@ def _fp8_map_cached(signed, exponent_bits, precision_bits, total_bits):
     values += [0] * (256 - len(values))
     values.sort()  # Python's stable sort: the order of +0.0 and -0.0 is bitsandbytes'
     code = np.array(values, dtype=np.float32)
-    return _frozen(code / code.max())
+    code = code / code.max()
+    # exponent_bits=8 overflows float32: inf / inf is a NaN with the machine's default bits; x86's
+    # 0xFFC00000 (bitsandbytes' table there) on every machine, as kbit's outputs (behaviour.md §1.1).
+    code.view(np.uint32)[np.isnan(code)] = 0xFFC00000
+    return _frozen(code)
 
 
 def create_fp8_map(signed=True, exponent_bits=5, precision_bits=2, total_bits=8):
