@@ -9,6 +9,10 @@ A 4-bit linear layer with module prefix P ("model.layers.0.mlp.down_proj") is st
   P.weight.quant_state.bitsandbytes__nf4 (or __fp4)   uint8 JSON of quant_type, blocksize, dtype,
                                    shape [, nested_blocksize, nested_dtype, nested_offset]
 an LLM.int8 layer as P.weight int8 [out, in], P.SCB float32 [out], P.weight_format uint8 scalar 0.
+A 4-bit parameter (a bare nn.Parameter such as transformers v5's fused experts
+"model.layers.0.mlp.experts.gate_up_proj", [E, N, K]) is stored the same way under its own key T:
+T (the packed data), T.absmax, T.quant_map, ..., T.quant_state.bitsandbytes__nf4 with the 3-D shape
+(docs/behaviour.md §11.3); expert_4bit() takes one expert's [N, K] out of it.
 
     tensors = {}
     tensors.update(kbit.checkpoint.tensors_4bit("model.layers.0.mlp.down_proj", packed, state))
@@ -20,7 +24,8 @@ import math
 import numpy as np
 
 from ._devices import adapter, to_host
-from .functional import QuantState, _check_saved
+from ._devices import Ctx
+from .functional import QuantState, _blocks, _check_saved, _plain_absmax
 
 WEIGHT_FORMAT_ROW = 0  # the only LLM.int8 weight_format bitsandbytes still accepts ("row")
 
@@ -29,11 +34,13 @@ def _host(x):
     return adapter(x).to_numpy(x, None) if not isinstance(x, np.ndarray) else x
 
 
-def tensors_4bit(prefix, packed, state):
-    """The safetensors entries of a 4-bit weight: {P.weight, P.weight.absmax, ...} (host arrays)."""
+def tensors_4bit(prefix, packed, state, parameter=False):
+    """The safetensors entries of a 4-bit weight: {P.weight, P.weight.absmax, ...} (host arrays).
+    parameter=True: `prefix` is the key T of a bare parameter (fused experts), and the entries are
+    {T, T.absmax, ...}."""
     if not isinstance(state, QuantState) or state.quant_type not in ("nf4", "fp4"):
         raise TypeError("tensors_4bit: state must be the QuantState of a 4-bit weight")
-    name = f"{prefix}.weight"
+    name = prefix if parameter else f"{prefix}.weight"
     out = {name: _host(packed)}
     for key, value in state.as_dict(packed=True).items():
         out[f"{name}.{key}"] = _host(value)
@@ -68,11 +75,19 @@ def load(path):
     return load_file(str(path))
 
 
+def is_parameter_4bit(tensors, prefix):
+    """Whether `prefix` names a 4-bit parameter (stored under its own key, like fused experts) rather
+    than a linear layer: the checkpoint has a key `prefix.quant_state.bitsandbytes__<type>`."""
+    head = f"{prefix}.quant_state.bitsandbytes__"
+    return any(isinstance(k, str) and k.startswith(head) and "." not in k[len(head):] for k in tensors)
+
+
 def load_4bit(tensors, prefix):
     """(packed, QuantState) of the 4-bit weight `prefix` from checkpoint entries, by the rules
     transformers follows (QuantState.from_dict over the keys under P.weight., which checks the JSON
-    fields and the scales against them). Raises ValueError for entries that disagree."""
-    name = f"{prefix}.weight"
+    fields and the scales against them). Raises ValueError for entries that disagree. A 4-bit
+    parameter (is_parameter_4bit: fused experts) is read from the keys T and T.* instead."""
+    name = prefix if is_parameter_4bit(tensors, prefix) else f"{prefix}.weight"
     if name not in tensors:
         raise KeyError(f"load_4bit: {name} not in the checkpoint")
     # Full keys, so that from_dict's messages name the tensor (it strips them to the last component).
@@ -93,7 +108,7 @@ def load_4bit(tensors, prefix):
     # split into dimensions: a transposed [K, N] looks the same. The one other record of the layout is
     # the bias of the Linear4bit, [N] for a weight [N, K]; without a bias a transposition goes unseen.
     bias = tensors.get(f"{prefix}.bias")
-    if bias is not None and len(state.shape) == 2:
+    if bias is not None and len(state.shape) == 2 and name != prefix:
         _check_saved(f"load_4bit: {prefix}.bias", bias, None, state.shape[0],
                      f"the quant_state shape {list(state.shape)} of {name} needs")
     return packed, state
@@ -128,8 +143,53 @@ def load_int8(tensors, prefix):
     return CB, SCB
 
 
+def expert_4bit(packed, state, e):
+    """(packed, QuantState) of expert `e` of a 4-bit parameter of shape [E, N, K] (as load_4bit returns
+    it): its [N, K] weight, whose codes and scales are contiguous slices because the parameter is
+    quantized flat. Needs N * K to be a multiple of the blocksize, so that no block spans two experts.
+    Nested scales stay nested when each expert has a whole number of nested blocks (N * K / blocksize a
+    multiple of nested_blocksize, 256); otherwise the expert gets its float32 scales, decoded from the
+    codes as dequantize_4bit decodes them. The slices are views of `packed` and the scales (copies only
+    for decoded scales): dequantize_4bit of the result equals expert e of the whole tensor's, byte for
+    byte."""
+    fn = "expert_4bit"
+    if not isinstance(state, QuantState) or state.shape is None or len(state.shape) != 3:
+        raise ValueError(f"{fn}: state must be the QuantState of a 3-D [E, N, K] weight, not shape "
+                         f"{None if not isinstance(state, QuantState) else state.shape}")
+    E, N, K = state.shape
+    if isinstance(e, bool) or not isinstance(e, (int, np.integer)) or not 0 <= e < E:
+        raise ValueError(f"{fn}: expert {e!r} is not in 0 ... {E - 1}")
+    per = N * K
+    if per % state.blocksize:
+        raise ValueError(f"{fn}: an expert's {N} x {K} = {per} elements are not a multiple of the blocksize "
+                         f"{state.blocksize}: its blocks span two experts")
+    bpe = per // state.blocksize  # blocks per expert
+    flat = _host(packed).reshape(-1).view(np.uint8)
+    weight = flat[e * per // 2:(e + 1) * per // 2].reshape(-1, 1)
+    common = dict(shape=(N, K), code=state.code, blocksize=state.blocksize, quant_type=state.quant_type,
+                  dtype=state.dtype)
+    absmax = _host(state.absmax)
+    if not state.nested:
+        return weight, QuantState(absmax=absmax[e * bpe:(e + 1) * bpe], **common)
+    nb = state.state2.blocksize
+    if bpe % nb == 0:
+        s2 = state.state2
+        state2 = QuantState(absmax=_host(s2.absmax)[e * bpe // nb:(e + 1) * bpe // nb], code=s2.code,
+                            blocksize=nb, dtype=s2.dtype)
+        return weight, QuantState(absmax=absmax[e * bpe:(e + 1) * bpe], offset=state.offset, state2=state2,
+                                  **common)
+    plain, _ = _plain_absmax(Ctx(absmax), fn, state, _blocks(E * per, state.blocksize))
+    return weight, QuantState(absmax=np.array(plain[e * bpe:(e + 1) * bpe]), **common)
+
+
 def quantized_prefixes(tensors):
-    """{"4bit": [...], "int8": [...]}: the module prefixes of the quantized weights in `tensors`."""
-    four = sorted({k.rsplit(".weight.quant_state.", 1)[0] for k in tensors if ".weight.quant_state.bitsandbytes__" in k})
+    """{"4bit": [...], "int8": [...]}: the module prefixes of the quantized weights in `tensors`; 4-bit
+    parameters (keys T.quant_state.bitsandbytes__<type>, T not ending in .weight) by their key T."""
+    four = {k.rsplit(".weight.quant_state.", 1)[0] for k in tensors if ".weight.quant_state.bitsandbytes__" in k}
+    for k in tensors:
+        head, sep, tail = k.rpartition(".quant_state.bitsandbytes__")
+        if sep and "." not in tail and not head.endswith(".weight") and head:
+            four.add(head)
+    four = sorted(four)
     eight = sorted(k[:-len(".SCB")] for k in tensors if k.endswith(".SCB") and k[:-len(".SCB")] + ".weight" in tensors)
     return {"4bit": four, "int8": eight}

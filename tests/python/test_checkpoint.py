@@ -405,3 +405,139 @@ def test_load_4bit_takes_keys_in_name_order_whatever_the_dict_order(saved_4bit, 
     refused(ValueError, msg, after)
     checkpoint.save(tmp_path / "x.safetensors", before)
     refused(ValueError, msg, checkpoint.load(tmp_path / "x.safetensors"))
+
+
+# ---- 4-bit parameters: fused MoE experts [E, N, K] under their own key (behaviour.md §11.3) ----------
+
+X = "model.layers.0.mlp.experts.gate_up_proj"
+
+
+@pytest.mark.parametrize("nested", [True, False], ids=["nested", "plain"])
+@pytest.mark.parametrize("q", ["nf4", "fp4"])
+def test_experts_layout_round_trip(tmp_path, rng, nested, q):
+    E, N, K = 4, 8, 64
+    W = (rng.standard_normal((E, N, K)) * 0.05).astype(ml_dtypes.bfloat16)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type=q, compress_statistics=nested)
+    path = tmp_path / "experts.safetensors"
+    checkpoint.save(path, checkpoint.tensors_4bit(X, packed, state, parameter=True))
+    header, raw = read_safetensors_raw(path)
+    blocks = E * N * K // 64
+    expected = {X: ("U8", [E * N * K // 2, 1]), X + ".quant_map": ("F32", [16]),
+                X + ".absmax": ("U8" if nested else "F32", [blocks]), X + f".quant_state.bitsandbytes__{q}": None}
+    if nested:
+        expected.update({X + ".nested_absmax": ("F32", [1]), X + ".nested_quant_map": ("F32", [256])})
+    assert set(raw) == set(expected)
+    for k, v in expected.items():
+        assert v is None or (raw[k][0], raw[k][1]) == v, k
+    text = f'{{"quant_type": "{q}", "blocksize": 64, "dtype": "bfloat16", "shape": [{E}, {N}, {K}]'
+    if nested:
+        text += f', "nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": {float(state.offset)!r}'
+    assert bytes(raw[X + f".quant_state.bitsandbytes__{q}"][2]).decode() == text + "}"
+
+    tensors = checkpoint.load(path)
+    assert checkpoint.quantized_prefixes(tensors) == {"4bit": [X], "int8": []}
+    assert checkpoint.is_parameter_4bit(tensors, X)
+    packed2, state2 = checkpoint.load_4bit(tensors, X)
+    assert np.array_equal(packed2, packed) and state2.shape == (E, N, K) and state2.nested == nested
+    assert kbit.dequantize_4bit(packed2, state2).tobytes() == kbit.dequantize_4bit(packed, state).tobytes()
+
+
+@pytest.mark.parametrize("q", ["nf4", "fp4"])
+def test_expert_slices_equal_each_expert_quantized_alone(rng, q):
+    # N * K = 1536 = 24 blocks of 64: expert e's codes and scales are the e-th contiguous slices, the same
+    # bytes as quantizing expert e's [N, K] by itself.
+    E, N, K = 3, 24, 64
+    W = (rng.standard_normal((E, N, K)) * 0.05).astype(np.float16)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type=q)
+    whole = kbit.dequantize_4bit(packed, state)
+    for e in range(E):
+        p_e, s_e = checkpoint.expert_4bit(packed, state, e)
+        alone, alone_state = kbit.quantize_4bit(W[e], blocksize=64, quant_type=q)
+        assert p_e.tobytes() == alone.tobytes() and s_e.absmax.tobytes() == alone_state.absmax.tobytes()
+        assert s_e.shape == (N, K) and not s_e.nested
+        assert kbit.dequantize_4bit(p_e, s_e).tobytes() == whole[e].tobytes()
+
+
+@pytest.mark.parametrize("K", [64, 16384], ids=["decoded-scales", "nested-slices"])
+def test_expert_slices_of_nested_scales(rng, K):
+    # K = 64: 1 block per expert, not a whole nested block of 256 -> the expert gets float32 scales.
+    # K = 16384: 256 blocks per expert -> a nested state of its own codes and nested scale.
+    E, N = 3, 1
+    W = (rng.standard_normal((E, N, K)) * 0.05).astype(np.float32)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=True)
+    whole = kbit.dequantize_4bit(packed, state)
+    for e in range(E):
+        p_e, s_e = checkpoint.expert_4bit(packed, state, e)
+        assert s_e.nested == (K == 16384) and s_e.shape == (N, K)
+        assert kbit.dequantize_4bit(p_e, s_e).tobytes() == whole[e].tobytes()
+
+
+def test_expert_4bit_refuses(rng):
+    W = (rng.standard_normal((2, 3, 32)) * 0.05).astype(np.float32)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4")
+    with pytest.raises(ValueError, match=r"^expert_4bit: an expert's 3 x 32 = 96 elements are not a multiple of "
+                                         r"the blocksize 64: its blocks span two experts$"):
+        checkpoint.expert_4bit(packed, state, 0)
+    packed, state = kbit.quantize_4bit(W, blocksize=32, quant_type="nf4")
+    with pytest.raises(ValueError, match=r"^expert_4bit: expert 2 is not in 0 \.\.\. 1$"):
+        checkpoint.expert_4bit(packed, state, 2)
+    p2, s2 = kbit.quantize_4bit(W[0], blocksize=32, quant_type="nf4")
+    with pytest.raises(ValueError, match=r"^expert_4bit: state must be the QuantState of a 3-D \[E, N, K\] weight, "
+                                         r"not shape \(3, 32\)$"):
+        checkpoint.expert_4bit(p2, s2, 0)
+
+
+def test_experts_load_4bit_checks_shape_against_bytes(rng):
+    W = (rng.standard_normal((4, 8, 64)) * 0.05).astype(np.float32)
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4")
+    tensors = checkpoint.tensors_4bit(X, packed, state, parameter=True)
+    key = X + ".quant_state.bitsandbytes__nf4"
+    d = json.loads(bytes(tensors[key]).decode())
+    d["shape"] = [4, 8, 32]  # half the elements: 16 blocks of 64 needed, 32 stored
+    bad = dict(tensors, **{key: np.frombuffer(json.dumps(d).encode(), np.uint8).copy()})
+    with pytest.raises(ValueError, match=re.escape(f"QuantState.from_dict: {X}.absmax has 32 elements, the shape "
+                                                   "[4, 8, 32] with blocksize 64 needs 16")):
+        checkpoint.load_4bit(bad, X)
+    bad = dict(tensors, **{X: tensors[X][:-1]})
+    with pytest.raises(ValueError, match=re.escape(f"load_4bit: {X} holds 1023 bytes, its quant_state shape "
+                                                   "[4, 8, 64] needs 1024")):
+        checkpoint.load_4bit(bad, X)
+
+
+def test_experts_load_by_bitsandbytes(tmp_path, rng):
+    """bitsandbytes (0.50) loads the layout with QuantState.from_dict, and its experimental
+    parametrize.replace_parameter_4bit_prequantized, and dequantizes it to kbit's bytes; its own
+    replace_parameter_4bit writes the same keys and, for NF4 plain, the same bytes. Skips without torch."""
+    torch = pytest.importorskip("torch")
+    bnb_f = pytest.importorskip("bitsandbytes.functional")
+    parametrize = pytest.importorskip("bitsandbytes.nn.parametrize")
+    E, N, K = 4, 8, 64
+    W = (rng.standard_normal((E, N, K)) * 0.05).astype(np.float32)
+    for q in ("nf4", "fp4"):
+        for nested in (False, True):
+            packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type=q, compress_statistics=nested)
+            path = tmp_path / f"{q}{nested}.safetensors"
+            checkpoint.save(path, checkpoint.tensors_4bit(X, packed, state, parameter=True))
+            from safetensors.torch import load_file
+            t = load_file(str(path))
+            qs = {k[len(X) + 1:]: v for k, v in t.items() if k.startswith(X + ".")}
+            bstate = bnb_f.QuantState.from_dict(dict(qs), device=torch.device("cpu"))
+            assert tuple(bstate.shape) == (E, N, K)
+            ours = kbit.dequantize_4bit(packed, state)
+            theirs = bnb_f.dequantize_4bit(t[X], bstate).numpy()
+            # FP4 code 1000: kbit -0.0, bitsandbytes' CPU path may give +0.0 (behaviour.md §2): compare values.
+            assert np.array_equal(theirs, ours) and (q == "fp4" or theirs.tobytes() == ours.tobytes())
+            module = torch.nn.Module()
+            module.gate_up_proj = torch.nn.Parameter(t[X], requires_grad=False)
+            parametrize.replace_parameter_4bit_prequantized(module, "gate_up_proj", dict(qs), torch.device("cpu"))
+            assert np.array_equal(module.gate_up_proj.numpy(), ours)
+    # bitsandbytes' own writer for a parameter: the same keys, and for NF4 plain the same bytes.
+    module = torch.nn.Module()
+    module.gate_up_proj = torch.nn.Parameter(torch.from_numpy(W.copy()))
+    parametrize.replace_parameter_4bit(module, "gate_up_proj", quant_type="nf4", blocksize=64)
+    sd = {("model.layers.0.mlp.experts." + k): v for k, v in module.state_dict().items()}
+    packed, state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4")
+    ours = checkpoint.tensors_4bit(X, packed, state, parameter=True)
+    assert set(sd) == set(ours)
+    for k in ours:
+        assert sd[k].numpy().tobytes() == np.ascontiguousarray(ours[k]).tobytes(), k
