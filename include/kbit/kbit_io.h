@@ -52,6 +52,11 @@
  * io 1.2 adds kbit_io_writer_declare() / kbit_io_writer_declare_quant(): a writer told every tensor
  * (name, dtype, shape) before the first add writes the header at once and each add's bytes straight
  * to their place, so every byte is written once instead of going through a scratch file.
+ *
+ * io 1.3 adds 4-bit parameters: a bare parameter quantized under its own key (transformers v5's fused
+ * MoE experts, `model.layers.0.mlp.experts.gate_up_proj` of shape [E, N, K]), described with
+ * kbit_io_quant.parameter and .experts and written by the writer when .parameter is set
+ * (docs/behaviour.md §11.3).
  */
 #ifndef KBIT_IO_H
 #define KBIT_IO_H
@@ -61,7 +66,7 @@
 /** Major version of the io API declared by this header. */
 #define KBIT_IO_VERSION_MAJOR 1
 /** Minor version of the io API declared by this header. */
-#define KBIT_IO_VERSION_MINOR 2
+#define KBIT_IO_VERSION_MINOR 3
 
 /* ============================================================================================== */
 /* Enumerations (int32_t values; only ever appended)                                              */
@@ -142,6 +147,10 @@ typedef struct kbit_io_tensor {
  *   - nested (bitsandbytes' compress_statistics): `absmax` is `blocks` uint8 codes (absmax_dtype
  *     KBIT_IO_DTYPE_U8); kbit_nested_absmax_dequantize(absmax, nested_quant_map, nested_absmax,
  *     nested_offset, out, blocks, nested_blocksize, stream) gives the float32 scales first.
+ * A 4-bit parameter (io 1.3, `parameter` true) is the same with the key `prefix` itself in place of
+ * `prefix.weight`: a bare parameter quantized flat, such as fused MoE experts of shape [E, N, K]
+ * (`experts` = E), where expert e's codes are the weight_bytes / E bytes from e * weight_bytes / E
+ * and, when N * K is a multiple of blocksize, its scales the blocks / E entries from e * blocks / E.
  * LLM.int8 (format INT8): `weight` is int8 [shape[0] = out, shape[1] = in] row-major and `scb` the
  * `shape[0]` float32 row absmax values (row i is weight[i, :] * scb[i] / 127), the B operand and its
  * row statistics for cigemmlt_* and cdequant_mm_int32_fp16() (kbit_8bit.h).
@@ -174,7 +183,14 @@ typedef struct kbit_io_quant {
     float nested_offset;         /**< nested: the JSON field nested_offset as float32; else 0 */
     int32_t nested_blocksize;    /**< nested: the JSON field nested_blocksize (256); else 0 */
     const float* scb;            /**< INT8: `shape[0]` float32 row absmax values (SCB); else NULL */
-    const char* weight_name;     /**< the weight tensor's key, `prefix`.weight */
+    const char* weight_name;     /**< the weight tensor's key: `prefix`.weight, or `prefix` for a
+                                      parameter */
+    /* io 1.3 (check size > offsetof(kbit_io_quant, parameter) before reading these) */
+    bool parameter;              /**< 4-bit: a parameter stored under its own key `prefix` (fused
+                                      experts) rather than a linear layer's `prefix`.weight; the writer
+                                      reads it when `size` covers it; INT8: false */
+    uint64_t experts;            /**< a 4-bit parameter of 3-D shape [E, N, K]: E (the expert
+                                      count); else 0. The writer ignores it (it follows from shape) */
 } kbit_io_quant;
 
 KBIT_EXTERN_C_BEGIN
@@ -300,8 +316,11 @@ KBIT_API kbit_status kbit_io_tensor_find(const kbit_io_checkpoint* checkpoint, c
 
 /**
  * The bitsandbytes-quantized weights of the checkpoint: every 4-bit layer (a tensor
- * `P.weight.quant_state.bitsandbytes__<type>` gives prefix P), in prefix order, then every LLM.int8
- * layer (a tensor `P.SCB` beside `P.weight`), in prefix order; the rules of the Python package's
+ * `P.weight.quant_state.bitsandbytes__<type>` gives prefix P; since io 1.3 also a tensor
+ * `T.quant_state.bitsandbytes__<type>`, T not ending in `.weight`, gives the 4-bit parameter T, such
+ * as fused MoE experts, described with `parameter` true and the weight under the key T), in prefix
+ * order, then every LLM.int8 layer (a tensor `P.SCB` beside `P.weight`), in prefix order; the rules
+ * of the Python package's
  * kbit.checkpoint.quantized_prefixes(). kbit_io_quant_describe() gives layer `index` as a
  * kbit_io_quant, checked by the rules of kbit.checkpoint.load_4bit() / load_int8() (the JSON fields,
  * the companion tensors' dtypes and element counts, the scales against shape and blocksize);
@@ -385,11 +404,14 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  * `P.weight.nested_quant_map`, and `P.weight.quant_state.bitsandbytes__nf4|fp4`: U8, the JSON text
  * Python's json.dumps gives (`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape":
  * [N, K], "nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.0123}`, the offset
- * as Python prints the float32 value); for INT8, `P.weight` (I8 [shape[0], shape[1]]), `P.SCB`
+ * as Python prints the float32 value) — with `parameter` set (io 1.3, read when `size` covers it),
+ * the same under `P` in place of `P.weight` (`P`, `P.absmax`, ..., `P.quant_state.bitsandbytes__nf4`);
+ * for INT8, `P.weight` (I8 [shape[0], shape[1]]), `P.SCB`
  * (F32 [shape[0]]) and `P.weight_format` (U8 scalar 0). It reads the members size, prefix, format,
  * blocksize, ndim, shape, dtype (KBIT_DTYPE_*), nested, storage_dtype, weight, absmax, quant_map,
- * nested_absmax, nested_quant_map, nested_offset, nested_blocksize and scb; the counts (numel,
- * blocks, byte sizes) it computes from the shape and blocksize, ignoring the members of those names.
+ * nested_absmax, nested_quant_map, nested_offset, nested_blocksize, scb and parameter; the counts
+ * (numel, blocks, byte sizes, experts) it computes from the shape and blocksize, ignoring the members
+ * of those names.
  * kbit_io_writer_finish() writes the header and the data into the temporary file, gives it the name
  * `path` (an unnamed file is first linked in through /proc/self/fd as `path`.kbit-tmp-XXXXXX; then
  * renamed, replacing a file there) and frees the writer;
@@ -425,7 +447,7 @@ KBIT_API const char* kbit_io_format_name(int32_t format);
  *                  absmax `blocks` floats (or uint8 codes when nested), nested: nested_blocksize as
  *                  blocksize, nested_absmax ceil(blocks / nested_blocksize) floats, nested_quant_map
  *                  256 floats, nested_offset finite; INT8: ndim 2, weight shape[0] * shape[1] int8,
- *                  scb shape[0] floats. No name it adds may exist already.
+ *                  scb shape[0] floats, parameter false. No name it adds may exist already.
  * @return KBIT_STATUS_SUCCESS; KBIT_STATUS_INVALID_ARGUMENT (a NULL or bad argument, a name added
  *         twice or not UTF-8, a path whose temporary file cannot be created, a header larger than the
  *         100 000 000 bytes safetensors reads, a write or rename that fails: the message names the

@@ -26,6 +26,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kQsMarker = ".weight.quant_state.bitsandbytes__";
+constexpr const char* kParamMarker = ".quant_state.bitsandbytes__";  // T.quant_state.bitsandbytes__<type>
 const char* const kNestedKeys[] = {"nested_absmax", "nested_blocksize", "nested_quant_map", "nested_dtype",
                                    "nested_offset"};
 const char* const kTensorFields[] = {"absmax", "quant_map", "nested_absmax", "nested_quant_map"};
@@ -86,7 +87,8 @@ public:
                                  t->numel, need.c_str(), numel));
     }
 
-    void layer_4bit(const std::string& prefix, const std::vector<const Tensor*>& sorted, Layer& L) const;
+    void layer_4bit(const std::string& prefix, bool parameter, const std::vector<const Tensor*>& sorted,
+                    Layer& L) const;
     void layer_int8(const std::string& prefix, Layer& L) const;
 
 private:
@@ -97,8 +99,10 @@ private:
 const DtypeInfo* U8() { return dtype_by_id(KBIT_IO_DTYPE_U8); }
 const DtypeInfo* F32() { return dtype_by_id(KBIT_IO_DTYPE_F32); }
 
-void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tensor*>& sorted, Layer& L) const {
-    const std::string name = prefix + ".weight";
+void Checker::layer_4bit(const std::string& prefix, bool parameter, const std::vector<const Tensor*>& sorted,
+                         Layer& L) const {
+    // A linear layer's weight is P.weight; a parameter's (fused experts) is the key P itself.
+    const std::string name = parameter ? prefix : prefix + ".weight";
     L.weight_name = name;
     const Tensor* packed = find(name);
     // Every message names a file: the quant_state's when the weight is missing.
@@ -257,7 +261,7 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
         throw Invalid(format("%s: load_4bit: %s holds %" PRIu64 " bytes, its quant_state shape %s needs %" PRIu64,
                              file(packed), name.c_str(), packed->nbytes, shape_text(L.shape).c_str(),
                              numel / 2 + numel % 2));
-    const Tensor* bias = find(prefix + ".bias");
+    const Tensor* bias = parameter ? nullptr : find(prefix + ".bias");
     if (bias && L.shape.size() == 2 && bias->numel != static_cast<uint64_t>(L.shape[0]))
         throw Invalid(format("%s: load_4bit: %s.bias has %" PRIu64 " elements, the quant_state shape %s of %s "
                              "needs %" PRId64, file(bias), prefix.c_str(), bias->numel, shape_text(L.shape).c_str(),
@@ -278,6 +282,8 @@ void Checker::layer_4bit(const std::string& prefix, const std::vector<const Tens
     q.aligned = aligned_to(q.absmax, nested ? 1 : 4) && aligned_to(q.quant_map, 4) &&
                 (!nested || (aligned_to(q.nested_absmax, 4) && aligned_to(q.nested_quant_map, 4)));
     q.scb = nullptr;
+    q.parameter = parameter;
+    q.experts = parameter && L.shape.size() == 3 ? static_cast<uint64_t>(L.shape[0]) : 0;
 }
 
 void Checker::layer_int8(const std::string& prefix, Layer& L) const {
@@ -337,9 +343,18 @@ std::vector<Layer> find_layers(const std::vector<const Tensor*>& tensors, const 
     for (const Tensor* t : tensors) by_name[t->name] = t;
     // kbit.checkpoint.quantized_prefixes(): sorted sets of prefixes.
     std::vector<std::string> four, eight;
+    std::map<std::string, bool> parameter;  // 4-bit prefixes that are parameters (their quant_state key)
     for (const Tensor* t : tensors) {
         if (t->name.find(kQsMarker) != std::string::npos)  // rsplit(".weight.quant_state.", 1)[0]
             four.push_back(t->name.substr(0, t->name.rfind(".weight.quant_state.")));
+        // A parameter T: T.quant_state.bitsandbytes__<type> (no dot in the type), T not ending in .weight.
+        const size_t pm = t->name.rfind(kParamMarker);
+        if (pm != std::string::npos && pm > 0 &&
+            t->name.find('.', pm + std::strlen(kParamMarker)) == std::string::npos &&
+            !ends_with(t->name.substr(0, pm), ".weight")) {
+            four.push_back(t->name.substr(0, pm));
+            parameter[four.back()] = true;
+        }
         if (ends_with(t->name, ".SCB")) {
             const std::string p = t->name.substr(0, t->name.size() - 4);
             if (by_name.count(p + ".weight")) eight.push_back(p);
@@ -357,7 +372,7 @@ std::vector<Layer> find_layers(const std::vector<const Tensor*>& tensors, const 
             L.prefix = p;
             L.format = kind == 0 ? KBIT_IO_FORMAT_NF4 : KBIT_IO_FORMAT_INT8;
             try {
-                if (kind == 0) check.layer_4bit(p, tensors, L);
+                if (kind == 0) check.layer_4bit(p, parameter.count(p) > 0, tensors, L);
                 else check.layer_int8(p, L);
                 L.ok = true;
             } catch (const Invalid& e) {
@@ -433,7 +448,10 @@ void layer_tensors(const kbit_io_quant* layer, const std::string& file, bool wit
             throw Invalid(format("%s: layer '%s': shape %s is not a valid shape", f, p, shape_text(shape).c_str()));
         numel *= static_cast<uint64_t>(s);
     }
+    // io 1.3: a 4-bit parameter is written under its own key P (fused experts), not P.weight.
+    const bool parameter = layer->size > offsetof(kbit_io_quant, parameter) && layer->parameter;
     if (layer->format == KBIT_IO_FORMAT_INT8) {
+        if (parameter) throw Invalid(format("%s: layer '%s': an INT8 layer cannot be a parameter", f, p));
         if (layer->ndim != 2) throw Invalid(format("%s: layer '%s': an INT8 layer needs ndim 2, not %d", f, p, static_cast<int>(layer->ndim)));
         if (with_data && numel && (!layer->weight || !layer->scb))
             throw Invalid(format("%s: layer '%s': weight and scb must not be NULL", f, p));
@@ -462,7 +480,7 @@ void layer_tensors(const kbit_io_quant* layer, const std::string& file, bool wit
     const uint64_t blocks = numel / static_cast<uint64_t>(layer->blocksize) + (numel % static_cast<uint64_t>(layer->blocksize) != 0);
     if (with_data && ((packed && !layer->weight) || (blocks && !layer->absmax) || !layer->quant_map))
         throw Invalid(format("%s: layer '%s': weight, absmax and quant_map must not be NULL", f, p));
-    const std::string W = P + ".weight";
+    const std::string W = parameter ? P : P + ".weight";
     const int64_t wshape[2] = {static_cast<int64_t>(packed / storage->size), 1};
     const int64_t n_blocks = static_cast<int64_t>(blocks), sixteen = 16, map256 = 256;
     each({W, storage->id, 2, wshape, layer->weight, {}});

@@ -17,7 +17,8 @@ class Quant(C.Structure):
                 ("absmax_dtype", C.c_int32), ("blocks", C.c_uint64), ("absmax_bytes", C.c_uint64),
                 ("quant_map", C.c_void_p), ("nested_absmax", C.c_void_p), ("nested_blocks", C.c_uint64),
                 ("nested_quant_map", C.c_void_p), ("nested_offset", C.c_float), ("nested_blocksize", C.c_int32),
-                ("scb", C.c_void_p), ("weight_name", C.c_char_p)]
+                ("scb", C.c_void_p), ("weight_name", C.c_char_p),
+                ("parameter", C.c_bool), ("experts", C.c_uint64)]  # io 1.3
 
 
 P = C.c_void_p

@@ -4,6 +4,7 @@ package (kbit.functional.quantize_4bit, kbit.checkpoint.tensors_4bit / tensors_i
 
   good/mixed.safetensors   nf4 fp32 plain, fp4 bf16 nested, nf4 fp16 nested with an odd element count,
                            nf4 with quant_storage uint16, fp4 fp32 blocksize 4096, an LLM.int8 layer,
+                           two 4-bit fused-experts parameters [E, N, K] (nf4 bf16 nested, fp4 fp32),
                            and plain tensors (a bias, an fp16 embedding, a scalar)
   good/sharded/            the same layers split over two shards with model.safetensors.index.json
   good/misaligned.safetensors   q_proj with its float tensors not 4-byte aligned (valid)
@@ -42,16 +43,18 @@ def layers():
     """{prefix: tensors} of the test layers."""
     out = {}
 
-    def four(prefix, shape, dtype, quant_type, blocksize, nested, storage=np.uint8):
+    def four(prefix, shape, dtype, quant_type, blocksize, nested, storage=np.uint8, parameter=False):
         packed, state = quantize_4bit(weight(shape, dtype), blocksize=blocksize, compress_statistics=nested,
                                       quant_type=quant_type, quant_storage=storage)
-        out[prefix] = ckpt.tensors_4bit(prefix, packed, state)
+        out[prefix] = ckpt.tensors_4bit(prefix, packed, state, parameter=parameter)
 
     four("model.layers.0.q_proj", (8, 32), np.float32, "nf4", 64, False)
     four("model.layers.0.k_proj", (16, 64), ml_dtypes.bfloat16, "fp4", 128, True)
     four("model.layers.1.odd", (3, 11), np.float16, "nf4", 32, True)
     four("model.layers.1.storage", (4, 16), np.float32, "nf4", 64, False, np.uint16)
     four("model.layers.2.big", (2, 5000), np.float32, "fp4", 4096, False)
+    four("model.layers.3.mlp.experts.gate_up_proj", (4, 16, 32), ml_dtypes.bfloat16, "nf4", 64, True, parameter=True)
+    four("model.layers.3.mlp.experts.down_proj", (4, 32, 8), np.float32, "fp4", 32, False, parameter=True)
     w = weight((6, 10), np.float32)
     scb = np.abs(w).max(axis=1).astype(np.float32)
     cb = np.round(w * (127 / scb[:, None])).astype(np.int8)
@@ -75,7 +78,9 @@ def expected(groups):
     prefixes = ckpt.quantized_prefixes(tensors)
     for p in prefixes["4bit"]:
         packed, state = ckpt.load_4bit(tensors, p)
-        e = {"format": state.quant_type, "blocksize": state.blocksize, "shape": list(state.shape),
+        parameter = ckpt.is_parameter_4bit(tensors, p)
+        e = {"weight_name": p if parameter else p + ".weight", "parameter": parameter,
+             "experts": state.shape[0] if parameter and len(state.shape) == 3 else 0, "format": state.quant_type, "blocksize": state.blocksize, "shape": list(state.shape),
              "dtype": state.dtype.name, "nested": state.nested, "storage": str(packed.dtype),
              "weight": hexof(packed), "absmax": hexof(state.absmax), "quant_map": hexof(state.code),
              "dequantized": hexof(dequantize_4bit(packed.view(np.uint8).reshape(-1, 1), state))}
@@ -86,7 +91,8 @@ def expected(groups):
         exp["layers"][p] = e
     for p in prefixes["int8"]:
         cb, scb = ckpt.load_int8(tensors, p)
-        exp["layers"][p] = {"format": "int8", "shape": list(cb.shape), "weight": hexof(cb), "scb": hexof(scb)}
+        exp["layers"][p] = {"format": "int8", "shape": list(cb.shape), "weight": hexof(cb), "scb": hexof(scb),
+                            "weight_name": p + ".weight", "parameter": False, "experts": 0}
     exp["order"] = prefixes["4bit"] + prefixes["int8"]
     return tensors, exp
 
@@ -310,6 +316,24 @@ def bad_cases():
     case("qs_dtype_i8.safetensors", P, "has dtype I8, expected U8", t)
 
     # -- LLM.int8
+    # -- 4-bit parameters (fused experts [E, N, K] under their own key X)
+    X = "m.experts.w"
+    xw, xs = quantize_4bit(weight((4, 8, 64), np.float32), blocksize=64, quant_type="nf4")
+    xt = ckpt.tensors_4bit(X, xw, xs, parameter=True)
+    t = dict(xt)
+    t[X] = t[X][:-1].copy()
+    case("experts_packed_short.safetensors", X, "load_4bit: m.experts.w holds 1023 bytes, its quant_state shape "
+         "[4, 8, 64] needs 1024", t)
+    t = dict(xt)
+    t[f"{X}.quant_state.bitsandbytes__nf4"] = np.frombuffer(json.dumps(
+        {**json.loads(bytes(t[f"{X}.quant_state.bitsandbytes__nf4"]).decode()), "shape": [4, 8, 32]}).encode(),
+        dtype=np.uint8).copy()
+    case("experts_shape.safetensors", X, "m.experts.w.absmax has 32 elements, the shape [4, 8, 32] with blocksize 64 "
+         "needs 16", t)
+    t = dict(xt)
+    del t[X]
+    case("experts_missing.safetensors", X, "load_4bit: m.experts.w not in the checkpoint", t)
+
     t = base("int8")
     t[f"{P}.SCB"] = np.ones(3, np.float32)
     case("scb_count.safetensors", P, "m.l.SCB has 3 elements, the weight's 4 rows need 4", t)

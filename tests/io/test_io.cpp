@@ -41,6 +41,10 @@ std::string hex(const void* p, uint64_t n) {
 
 std::vector<int64_t> shape_of(const int64_t* shape, int32_t ndim) { return std::vector<int64_t>(shape, shape + ndim); }
 
+std::string e_weight_name(const json& exp, const std::string& prefix) {
+    return exp["layers"][prefix]["weight_name"].get<std::string>();
+}
+
 // numpy's dtype name -> the safetensors one.
 std::string safe_dtype(const std::string& numpy) {
     if (numpy == "float32") return "F32";
@@ -116,7 +120,9 @@ void check_against_python(const kbit_io_checkpoint* ck, const json& exp) {
         CHECK(q->size == sizeof(kbit_io_quant));
         CHECK(q->prefix == prefix);
         CHECK(kbit_io_quant_prefix(ck, i) == std::string(q->prefix));
-        CHECK(q->weight_name == prefix + ".weight");
+        CHECK(q->weight_name == e_weight_name(exp, prefix));
+        CHECK(q->parameter == exp["layers"][prefix]["parameter"].get<bool>());
+        CHECK(q->experts == exp["layers"][prefix]["experts"].get<uint64_t>());
         const kbit_io_quant* same = nullptr;
         REQUIRE(kbit_io_quant_find(ck, prefix.c_str(), &same) == KBIT_STATUS_SUCCESS);
         CHECK(same == q);
@@ -191,6 +197,19 @@ void check_against_python(const kbit_io_checkpoint* ck, const json& exp) {
             REQUIRE(s == KBIT_STATUS_SUCCESS);
         }
         CHECK(hex(out.data(), out.size()) == e["dequantized"].get<std::string>());
+        // Fused experts [E, N, K] (N * K a multiple of blocksize here): expert x's codes and scales are
+        // contiguous slices, and dequantize to its slice of the whole.
+        for (uint64_t x = 0; x < q->experts; ++x) {
+            INFO("expert " << x);
+            const uint64_t per = numel / q->experts, bpe = per / static_cast<uint64_t>(q->blocksize);
+            REQUIRE(per % static_cast<uint64_t>(q->blocksize) == 0);
+            std::vector<uint8_t> one(per * item);
+            REQUIRE(kbit_dequantize_4bit(qt, q->dtype, static_cast<const uint8_t*>(q->weight) + x * per / 2,
+                                         absmax.data() + x * bpe, one.data(), q->blocksize, static_cast<int64_t>(per),
+                                         nullptr) == KBIT_STATUS_SUCCESS);
+            CHECK(hex(one.data(), one.size()) ==
+                  e["dequantized"].get<std::string>().substr(2 * x * per * item, 2 * per * item));
+        }
     }
 }
 

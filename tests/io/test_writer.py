@@ -29,7 +29,7 @@ from kbit_io_ctypes import INVALID, IO_DTYPE, SUCCESS, P, Quant, Tensor, load  #
 check = Checks("io.writer")
 
 lib = load(LIB)
-check(lib.kbit_io_interface_version() == (1 << 16) | 2, "kbit_io_interface_version is 1.2")
+check(lib.kbit_io_interface_version() == (1 << 16) | 3, "kbit_io_interface_version is 1.3")
 
 
 def c_shape(a):
@@ -137,7 +137,8 @@ for src in ("mixed.safetensors", "misaligned.safetensors"):
     prefixes = ckpt.quantized_prefixes(py)
     layer_keys = set()
     for p in prefixes["4bit"] + prefixes["int8"]:
-        layer_keys |= {k for k in py if k == p + ".weight" or k.startswith(p + ".weight.") or k in (p + ".SCB", p + ".weight_format")}
+        w = p if ckpt.is_parameter_4bit(py, p) else p + ".weight"  # a 4-bit parameter: under its own key
+        layer_keys |= {k for k in py if k == w or k.startswith(w + ".") or k in (p + ".SCB", p + ".weight_format")}
     rest = {k: v for k, v in py.items() if k not in layer_keys}
     ckpt.save(tmp / "layers_py.safetensors", py)
     for declared in (False, True):
@@ -153,7 +154,7 @@ nested = None
 for i in range(lib.kbit_io_quant_count(ck)):
     q = C.POINTER(Quant)()
     lib.kbit_io_quant_describe(ck, i, C.byref(q))
-    if q.contents.nested:
+    if q.contents.nested and not q.contents.parameter:  # a linear layer: its keys are P.weight...
         nested = q
 offsets = [0.0, -0.0, 1.0, -2.5, 1e-4, 9.99e-5, 1e-5, 3.4028234663852886e38, 1.401298464324817e-45, 1e16, 1e15,
            123456789.0, 0.1, 1 / 3]
@@ -215,6 +216,20 @@ bad.prefix = b"a"  # names a.weight, a.weight.absmax ...: none of them is the pl
 check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == SUCCESS, "a layer beside a plain tensor")
 check(lib.kbit_io_writer_add_quant(w, C.pointer(bad)) == INVALID and b"a.weight' was already added" in
       lib.kbit_io_last_error_message(), "the same layer twice")
+# io 1.3: `parameter` writes the layer under its own key; a caller of an older size is not read for it.
+param = Quant.from_buffer_copy(nested.contents)
+param.prefix, param.parameter = b"e.experts.w", True
+check(lib.kbit_io_writer_add_quant(w, C.pointer(param)) == SUCCESS, "a 4-bit parameter")
+check(lib.kbit_io_writer_add_quant(w, C.pointer(param)) == INVALID and b"tensor 'e.experts.w' was already added" in
+      lib.kbit_io_last_error_message(), "a 4-bit parameter is written under its own key")
+param.prefix, param.size = b"old", Quant.parameter.offset
+check(lib.kbit_io_writer_add_quant(w, C.pointer(param)) == SUCCESS, "an io 1.2 caller's layer")
+check(lib.kbit_io_writer_add_quant(w, C.pointer(param)) == INVALID and b"tensor 'old.weight' was already added" in
+      lib.kbit_io_last_error_message(), "parameter is not read beyond the caller's size: old.weight")
+int8 = Quant.from_buffer_copy(nested.contents)
+int8.format, int8.parameter, int8.prefix = 2, True, b"i8"
+check(lib.kbit_io_writer_add_quant(w, C.pointer(int8)) == INVALID and b"layer 'i8': an INT8 layer cannot be a parameter"
+      in lib.kbit_io_last_error_message(), "an INT8 parameter is refused")
 check(not out.exists() and not leftovers(tmp) and len(unnamed(tmp)) == 2,
       "before finish nothing has a name: the temporary and scratch files are unnamed")
 lib.kbit_io_writer_discard(w)
@@ -240,7 +255,7 @@ assert lib.kbit_io_open(str(DATA / "good" / "mixed.safetensors").encode(), C.byr
 for i in range(lib.kbit_io_quant_count(ck)):
     q = C.POINTER(Quant)()
     lib.kbit_io_quant_describe(ck, i, C.byref(q))
-    if q.contents.nested:
+    if q.contents.nested and not q.contents.parameter:  # a linear layer: its keys are P.weight...
         nested = q
 dec = tmp / "declared.safetensors"
 assert lib.kbit_io_writer_create(str(dec).encode(), C.byref(w)) == SUCCESS
