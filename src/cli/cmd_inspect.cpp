@@ -22,8 +22,9 @@ const char kUsage[] =
     "\n"
     "Lists the tensors of a safetensors checkpoint (PATH: a .safetensors file, a model directory with\n"
     "model.safetensors.index.json or model.safetensors, or the index file) and describes each\n"
-    "bitsandbytes-quantized layer (4-bit NF4/FP4, LLM.int8): format, blocksize, nesting, the bytes it\n"
-    "takes. The checks are those of transformers / bitsandbytes (docs/behaviour.md §11).\n"
+    "bitsandbytes-quantized layer (4-bit NF4/FP4, also fused MoE experts [E, N, K]; LLM.int8): format,\n"
+    "blocksize, nesting, the bytes it takes. The checks are those of transformers / bitsandbytes\n"
+    "(docs/behaviour.md §11).\n"
     "\n"
     "  --json   one JSON object on stdout instead of text\n"
     "\n"
@@ -144,6 +145,10 @@ int run_inspect(int argc, char** argv) {
                       {"storage_dtype", kbit_io_dtype_name(q->storage_dtype)}, {"bytes", layer_bytes(q)},
                       {"bits_per_weight", q->numel ? 8.0 * layer_bytes(q) / q->numel : 0.0},
                       {"aligned", q->aligned}};
+            if (q->parameter) {
+                l["parameter"] = true;  // stored under its own key (fused experts)
+                if (q->ndim == 3) l["experts"] = q->experts;
+            }
             if (q->format != KBIT_IO_FORMAT_INT8) {
                 l["blocksize"] = q->blocksize;
                 l["dtype"] = q->dtype_name;
@@ -182,7 +187,12 @@ int run_inspect(int argc, char** argv) {
                 detail = "int8 " + shape_text(q->shape, q->ndim) + ", row scales (SCB)";
             } else {
                 detail = std::string(kbit_io_format_name(q->format)) + " " + shape_text(q->shape, q->ndim) + " " +
-                         q->dtype_name + ", blocksize " + std::to_string(q->blocksize) +
+                         q->dtype_name +
+                         (q->parameter && q->ndim == 3
+                              ? ", " + std::to_string(q->experts) + " experts of [" + std::to_string(q->shape[1]) +
+                                    ", " + std::to_string(q->shape[2]) + "]"
+                              : std::string()) +
+                         ", blocksize " + std::to_string(q->blocksize) +
                          (q->nested ? ", nested (blocksize " + std::to_string(q->nested_blocksize) + ")" : ", not nested");
                 if (q->storage_dtype != KBIT_IO_DTYPE_U8)
                     detail += std::string(", storage ") + kbit_io_dtype_name(q->storage_dtype);

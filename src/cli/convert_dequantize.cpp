@@ -24,17 +24,22 @@ using json = nlohmann::json;
 
 int run_dequantize_job(Job& j, int32_t out_dtype, bool quiet) {
     open_job(j);
-    // The layer whose weight each P.weight is; the other tensors of a layer (P.weight.* of a 4-bit
-    // layer, P.SCB and P.weight_format of an int8 one) are dropped.
+    // The layer whose weight each P.weight (a 4-bit parameter's: P) is; the other tensors of a layer
+    // (P.weight.* of a 4-bit layer, P.* of a 4-bit parameter, P.SCB and P.weight_format of an int8
+    // one) are dropped.
     std::map<std::string, const kbit_io_quant*> layer_of_weight;
     std::map<std::string, int32_t> format_of;  // prefix -> format
+    std::map<std::string, bool> parameters;    // the 4-bit parameters' keys
     for (size_t i = 0; i < kbit_io_quant_count(j.ck); ++i) {
         const kbit_io_quant* q;
         check_io(kbit_io_quant_describe(j.ck, i, &q));
-        layer_of_weight[std::string(q->prefix) + ".weight"] = q;
-        format_of[q->prefix] = q->format;
+        layer_of_weight[q->weight_name] = q;
+        if (q->parameter) parameters[q->prefix] = true;
+        else format_of[q->prefix] = q->format;
     }
     auto companion = [&](const std::string& n) {
+        for (size_t at = n.find('.'); at != std::string::npos; at = n.find('.', at + 1))
+            if (parameters.count(n.substr(0, at))) return true;
         for (size_t at = n.find(".weight."); at != std::string::npos; at = n.find(".weight.", at + 1)) {
             const auto f = format_of.find(n.substr(0, at));
             if (f != format_of.end() && f->second != KBIT_IO_FORMAT_INT8) return true;

@@ -57,13 +57,24 @@ std::vector<float> quant_map(const Job& j, int32_t format) {
     return map;
 }
 
-// The layer `kbit quantize` makes of weight t of module `module`, without its data.
+// A fused-experts parameter (transformers v5): a 3-D tensor named *.experts.NAME (NAME not "weight").
+bool is_experts(const kbit_io_tensor* t) {
+    const std::string name = t->name;
+    const size_t last = name.rfind('.');
+    if (t->ndim != 3 || last == std::string::npos || name.compare(last + 1, std::string::npos, "weight") == 0) return false;
+    const std::string parent = name.substr(0, last);
+    return parent == "experts" || (parent.size() > 8 && parent.compare(parent.size() - 8, 8, ".experts") == 0);
+}
+
+// The layer `kbit quantize` makes of weight t of module `module` (an experts parameter: its key),
+// without its data.
 kbit_io_quant layer_of(const kbit_io_tensor* t, const std::string& module, const QuantOptions& o) {
     kbit_io_quant layer{};
     layer.size = sizeof layer;
     layer.prefix = module.c_str();
     layer.format = o.format;
-    layer.ndim = 2;
+    layer.ndim = t->ndim;
+    layer.parameter = t->ndim == 3;
     layer.shape = t->shape;
     if (o.format == KBIT_IO_FORMAT_INT8) {
         layer.storage_dtype = KBIT_IO_DTYPE_I8;
@@ -102,13 +113,19 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
     Outputs outputs[2];
     std::vector<uint8_t> copy;
     std::vector<uint16_t> half;
-    // Quantized: a 2-D float P.weight whose module P no skip pattern matches.
-    auto module_of = [](const std::string& name) { return name.size() > 7 ? name.substr(0, name.size() - 7) : ""; };
+    // Quantized: a 2-D float P.weight whose module P no skip pattern matches; with --nf4 / --fp4 also
+    // a 3-D float experts parameter whose key no skip pattern matches (stored under its own key).
+    auto module_of = [](const kbit_io_tensor* t) {
+        const std::string name = t->name;
+        if (t->ndim == 3) return name;
+        return name.size() > 7 ? name.substr(0, name.size() - 7) : "";
+    };
     auto quantizes = [&](const kbit_io_tensor* t) {
         const std::string name = t->name;
         bool q = t->ndim == 2 && kbit_dtype_of(t->dtype) >= 0 && name.size() > 7 &&
                  name.compare(name.size() - 7, 7, ".weight") == 0 && t->numel > 0;
-        const std::string module = module_of(name);
+        if (o.format != KBIT_IO_FORMAT_INT8 && is_experts(t) && kbit_dtype_of(t->dtype) >= 0 && t->numel > 0) q = true;
+        const std::string module = module_of(t);
         for (const std::string& p : skip) q = q && !matches(module, p);
         return q;
     };
@@ -123,7 +140,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
                 check_io(kbit_io_writer_declare(w, t->name, t->dtype, t->ndim, t->shape));
                 continue;
             }
-            const std::string module = module_of(t->name);
+            const std::string module = module_of(t);
             const kbit_io_quant layer = layer_of(t, module, o);
             check_io(kbit_io_writer_declare_quant(w, &layer));
         }
@@ -135,7 +152,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         kbit_io_writer* w = j.writers[t->shard];
         const std::string name = t->name;
         const int32_t dt = kbit_dtype_of(t->dtype);
-        const std::string module = module_of(name);
+        const std::string module = module_of(t);
         if (!quantizes(t)) {
             write_behind.submit([=] { check_io(kbit_io_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data)); });
             weight_map[name] = t->shard;
@@ -183,8 +200,9 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
             layer.weight = packed.data();
             layer.quant_map = qmap.data();
             layer.absmax = absmax.data();
-            added = {module + ".weight", module + ".weight.absmax", module + ".weight.quant_map",
-                     module + ".weight.quant_state.bitsandbytes__" + (o.format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4")};
+            const std::string W = layer.parameter ? module : module + ".weight";
+            added = {W, W + ".absmax", W + ".quant_map",
+                     W + ".quant_state.bitsandbytes__" + (o.format == KBIT_IO_FORMAT_NF4 ? "nf4" : "fp4")};
             if (o.nested) {
                 const int64_t nb = (blocks + 255) / 256;
                 codes.resize(static_cast<size_t>(blocks));
@@ -197,8 +215,8 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
                 layer.nested_absmax = nested_absmax.data();
                 layer.nested_quant_map = code8.data();
                 layer.nested_offset = offset;
-                added.push_back(module + ".weight.nested_absmax");
-                added.push_back(module + ".weight.nested_quant_map");
+                added.push_back(W + ".nested_absmax");
+                added.push_back(W + ".nested_quant_map");
             }
         }
         write_behind.submit([=, prefix = module]() mutable {

@@ -51,6 +51,12 @@ check(re.search(r"^  model\.layers\.0\.k_proj  fp4 \[16, 64\] bfloat16, blocksiz
 check(re.search(r"^  model\.layers\.1\.storage  nf4 \[4, 16\] float32, blocksize 64, not nested, storage U16; ", out, re.M),
       "text: quant_storage uint16 layer line")
 check(re.search(r"^  model\.layers\.2\.int8  int8 \[6, 10\], row scales \(SCB\); 84 B ", out, re.M), "text: int8 line")
+check(re.search(r"^  model\.layers\.3\.mlp\.experts\.gate_up_proj  nf4 \[4, 16, 32\] bfloat16, 4 experts of \[16, 32\], "
+                r"blocksize 64, nested \(blocksize 256\); 2148 B \(weight 1024 B, scales and maps 1124 B; 8\.39 bits per "
+                r"weight\)$", out, re.M), "text: fused experts (nested nf4) line")
+check(re.search(r"^  model\.layers\.3\.mlp\.experts\.down_proj  fp4 \[4, 32, 8\] float32, 4 experts of \[32, 8\], "
+                r"blocksize 32, not nested; 704 B \(weight 512 B, scales and maps 192 B; 5\.50 bits per weight\)$", out, re.M),
+      "text: fused experts (fp4) line")
 
 # -- JSON, single file and sharded directory
 for path, shards in ((good, 1), (DATA / "good" / "sharded", 2)):
@@ -78,6 +84,8 @@ for path, shards in ((good, 1), (DATA / "good" / "sharded", 2)):
             check(q["blocksize"] == e["blocksize"] and q["nested"] == e["nested"] and q["dtype"] == e["dtype"],
                   f"--json {path}: {q['prefix']} blocksize/nested/dtype")
             check(q.get("nested_blocksize") == e.get("nested_blocksize"), f"--json {path}: {q['prefix']} nested_blocksize")
+        check(q.get("parameter", False) == e["parameter"] and q.get("experts") == (e["experts"] or None),
+              f"--json {path}: {q['prefix']} parameter/experts")
 
 # -- bad files
 rc, out, err = run("inspect", DATA / "bad" / "overlap.safetensors")

@@ -56,6 +56,9 @@ MODEL = {
     # more than one piece of the command's split (2^18 elements, int8: 261 rows of 1001), the last
     # piece short and ending inside a block
     "model.layers.1.mlp.big.weight": (263, 1001),
+    # fused MoE experts (transformers v5, [E, N, K]): 4-bit parameters under their own key; int8 copies them
+    "model.layers.0.mlp.experts.gate_up_proj": (4, 48, 64), "model.layers.0.mlp.experts.down_proj": (4, 64, 24),
+    "model.layers.1.mlp.experts.router_bias": (4, 3),  # 2-D: not an experts weight, copied
 }
 BASE = {k: rng.standard_normal(s).astype(np.float32) * 0.3 for k, s in MODEL.items()}
 BASE["model.layers.1.mlp.down_proj.weight"][0, :40] = 0.0  # a zero block
@@ -65,9 +68,23 @@ SHARD = lambda k: "model-00001-of-00002.safetensors" if ".layers.1." not in k el
 DEFAULT_SKIP = ("lm_head", "embed", "norm")
 
 
-def quantized(name, shape, skip=()):
-    module = name[:-len(".weight")]
-    if not name.endswith(".weight") or len(shape) != 2:
+def is_experts(name, shape):
+    """A fused-experts parameter: 3-D, named *.experts.NAME (NAME not "weight")."""
+    parts = name.split(".")
+    return len(shape) == 3 and len(parts) >= 2 and parts[-2] == "experts" and parts[-1] != "weight"
+
+
+def stem(name, shape):
+    """The prefix of a quantized tensor's layer: its module, or an experts parameter's own key."""
+    return name if is_experts(name, shape) else name[:-len(".weight")]
+
+
+def quantized(name, shape, skip=(), fmt="nf4"):
+    module = stem(name, shape)
+    if is_experts(name, shape):
+        if fmt == "int8":
+            return False
+    elif not name.endswith(".weight") or len(shape) != 2:
         return False
     if any(s in module for s in DEFAULT_SKIP):
         return False
@@ -96,17 +113,22 @@ def python_quantize(t, fmt, blocksize, nested, skip=()):
     """The checkpoint entries the Python package writes for dense tensors t."""
     out = {}
     for k, v in t.items():
-        if not quantized(k, v.shape, skip):
+        if not quantized(k, v.shape, skip, fmt):
             out[k] = v
             continue
-        p = k[:-len(".weight")]
+        p = stem(k, v.shape)
         if fmt == "int8":
             cb, scb, _ = int8_vectorwise_quant(v.astype(np.float16))
             out.update(ckpt.tensors_int8(p, cb, scb))
         else:
             packed, state = quantize_4bit(v, blocksize=blocksize, compress_statistics=nested, quant_type=fmt)
-            out.update(ckpt.tensors_4bit(p, packed, state))
+            out.update(ckpt.tensors_4bit(p, packed, state, parameter=is_experts(k, v.shape)))
     return out
+
+
+def owner(k, dense):
+    """The dense tensor an output key comes from."""
+    return k if k in dense else next(d for d in dense if k.startswith(stem(d, dense[d].shape) + "."))
 
 
 def no_leftovers(d):
@@ -150,15 +172,13 @@ for dtype in ("fp32", "bf16", "fp16"):
         expected = python_quantize(dense, fmt, bs or 64, nested)
         shards = {}
         for k, v in expected.items():
-            base = k if k in dense else next(d for d in dense if k.startswith(d[:-len(".weight")] + "."))
-            shards.setdefault(SHARD(base), {})[k] = v
+            shards.setdefault(SHARD(owner(k, dense)), {})[k] = v
         for f, part in shards.items():
             ckpt.save(tmp / "expected.safetensors", part)
             check((out / f).read_bytes() == (tmp / "expected.safetensors").read_bytes(),
                   f"{label}: {f} equals the Python package's file byte for byte")
         idx = json.loads((out / "model.safetensors.index.json").read_text())
-        check(idx["weight_map"] == {k: SHARD(k if k in dense else next(d for d in dense if k.startswith(d[:-7] + ".")))
-                                    for k in expected}, f"{label}: index weight_map")
+        check(idx["weight_map"] == {k: SHARD(owner(k, dense)) for k in expected}, f"{label}: index weight_map")
         check(idx["metadata"]["total_size"] == sum(v.nbytes for v in expected.values()), f"{label}: total_size")
         check((out / "model.safetensors.index.json").read_text() == json.dumps(idx, indent=2, sort_keys=True) + "\n",
               f"{label}: index written as transformers writes it")
@@ -197,7 +217,9 @@ for dtype in ("fp32", "bf16", "fp16"):
                       f"{label}: {p} int8 fields")
                 continue
             packed, state = ckpt.load_4bit(expected, p)
-            ok = (q.format == (0 if fmt == "nf4" else 1) and q.blocksize == state.blocksize and
+            experts = is_experts(p, state.shape)
+            ok = (q.parameter == experts and q.experts == (state.shape[0] if experts else 0) and
+                  q.format == (0 if fmt == "nf4" else 1) and q.blocksize == state.blocksize and
                   [q.shape[i] for i in range(q.ndim)] == list(state.shape) and
                   q.dtype_name.decode() == state.dtype.name and q.nested == state.nested and
                   raw(q.weight, q.weight_bytes) == packed.tobytes() and
@@ -223,10 +245,10 @@ for dtype in ("fp32", "bf16", "fp16"):
         check(sorted(got) == sorted(dense), f"{label}: dequantized tensor names")
         check("quantization_config" not in json.loads((back / "config.json").read_text()), f"{label}: config cleaned")
         for k, orig in dense.items():
-            if not quantized(k, orig.shape):
+            if not quantized(k, orig.shape, fmt=fmt):
                 check(got[k].dtype == orig.dtype and got[k].tobytes() == orig.tobytes(), f"{label}: {k} copied")
                 continue
-            p = k[:-7]
+            p = stem(k, orig.shape)
             if fmt == "int8":
                 cb, scb = ckpt.load_int8(expected, p)
                 want = ((cb.astype(np.float32) * scb[:, None]) * np.float32(7.874015718698502e-3)).astype(np.float16)
@@ -292,7 +314,17 @@ check(rc == 0 and got["model.layers.0.self_attn.q_proj.weight"].dtype == np.floa
 rc, so, se = run("inspect", out, "--json")
 j = json.loads(so) if rc == 0 else {}
 check(rc == 0 and [q["prefix"] for q in j["quantized"]] == sorted(
-    k[:-7] for k in dense if quantized(k, dense[k].shape, ("mlp.down_proj",))), "kbit inspect reads the output")
+    stem(k, dense[k].shape) for k in dense if quantized(k, dense[k].shape, ("mlp.down_proj",))),
+    "kbit inspect reads the output")
+check(rc == 0 and [(q["experts"], q["shape"]) for q in j["quantized"] if q.get("parameter")] ==
+      [(4, [4, 64, 24]), (4, [4, 48, 64])], "kbit inspect: the experts parameters with E, N, K")
+# A skip pattern matches an experts parameter by its key (a dotted run of it, or a glob).
+for pat in ("experts", "*.experts.gate_up_proj", "mlp.experts.gate_up_proj"):
+    rc, so, se = run("quantize", src / "model.safetensors", tmp / "skip-x.safetensors", "--fp4", "--skip", pat, "--quiet")
+    t = ckpt.load(tmp / "skip-x.safetensors") if rc == 0 else {}
+    gate = "model.layers.0.mlp.experts.gate_up_proj"
+    check(rc == 0 and t[gate].dtype == ml_dtypes.bfloat16 and gate + ".absmax" not in t and
+          (pat == "experts") == ("model.layers.0.mlp.experts.down_proj.absmax" not in t), f"--skip {pat} and experts")
 
 # -- failures: status, message, nothing written
 def fails(args, code, message, outp):
