@@ -505,12 +505,14 @@ def test_experts_load_4bit_checks_shape_against_bytes(rng):
 
 
 def test_experts_load_by_bitsandbytes(tmp_path, rng):
-    """bitsandbytes (0.50) loads the layout with QuantState.from_dict, and its experimental
-    parametrize.replace_parameter_4bit_prequantized, and dequantizes it to kbit's bytes; its own
-    replace_parameter_4bit writes the same keys and, for NF4 plain, the same bytes. Skips without torch."""
+    """bitsandbytes (0.50) loads the layout with QuantState.from_dict, Params4bit.from_prequantized and
+    its experimental parametrize.replace_parameter_4bit_prequantized, and dequantizes it to kbit's
+    values; its own replace_parameter_4bit writes the same keys and, for NF4 plain, the same bytes.
+    Skips without torch."""
     torch = pytest.importorskip("torch")
     bnb_f = pytest.importorskip("bitsandbytes.functional")
     parametrize = pytest.importorskip("bitsandbytes.nn.parametrize")
+    bnb_nn = pytest.importorskip("bitsandbytes.nn")
     E, N, K = 4, 8, 64
     W = (rng.standard_normal((E, N, K)) * 0.05).astype(np.float32)
     for q in ("nf4", "fp4"):
@@ -531,6 +533,8 @@ def test_experts_load_by_bitsandbytes(tmp_path, rng):
             module.gate_up_proj = torch.nn.Parameter(t[X], requires_grad=False)
             parametrize.replace_parameter_4bit_prequantized(module, "gate_up_proj", dict(qs), torch.device("cpu"))
             assert np.array_equal(module.gate_up_proj.numpy(), ours)
+            param = bnb_nn.Params4bit.from_prequantized(t[X], dict(qs), device="cpu")
+            assert np.array_equal(bnb_f.dequantize_4bit(param.data, param.quant_state).numpy(), ours)
     # bitsandbytes' own writer for a parameter: the same keys, and for NF4 plain the same bytes.
     module = torch.nn.Module()
     module.gate_up_proj = torch.nn.Parameter(torch.from_numpy(W.copy()))
