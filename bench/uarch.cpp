@@ -4,15 +4,20 @@
 // price of each, so the argument can be checked on any machine, including guests without performance
 // counters.
 //
-// The clock is a chain of dependent 64-bit `imul`s (3 cycles each on every x86 core kbit targets),
-// timed before and after each probe. Each probe runs 8 (or 4) independent chains of one instruction
-// so that it is bound by throughput, not latency, and prints the reciprocal throughput in cycles; the
-// `fma_chain` row is one dependent chain instead, whose 4-cycle latency at the imul clock says that
-// 512-bit work runs at the same clock (no frequency license). CSV on stdout; probes the CPU lacks are
-// printed as skipped. The probes are x86-64 instructions; an AArch64 build prints the CSV header and
-// says that it has none (its NEON/SVE probes are still to be written, on ARM hardware).
+// The clock is a chain of dependent 64-bit `imul`s on x86-64 (3 cycles each on every x86 core kbit
+// targets) and of dependent `add`s on AArch64 (1 cycle on every AArch64 core), timed before and after
+// each probe. Each probe runs 8 (or 4) independent chains of one instruction so that it is bound by
+// throughput, not latency, and prints the reciprocal throughput in cycles; the `fma_chain` row is one
+// dependent chain instead, whose 4-cycle latency at the imul clock says that 512-bit work runs at the
+// same clock (no frequency license). CSV on stdout; probes the CPU lacks are printed as skipped.
+// AArch64 has the NEON instructions its kernels are built from (kernels_4bit_neon.cpp: TBL and the
+// zips; FMLA; the optimizers' FDIV/FSQRT; SDOT of the int8 GEMM); no SVE probes yet (the 4-bit and
+// optimizer kernels run NEON at the SVE levels too).
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
 #endif
 
 #include <algorithm>
@@ -25,14 +30,19 @@
 #include <vector>
 
 namespace {
-#if defined(__x86_64__)
 
 double seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A probe: runs `reps` iterations of `per_iter` instructions; returns seconds.
+using Probe = double (*)(long reps);
+constexpr int kPerIter = 8;
+
+#if defined(__x86_64__)
+
 // GHz from n x 10 dependent imuls.
-double imul_ghz(long n) {
+double clock_ghz(long n) {
     long x = 3;
     const double t0 = seconds();
     for (long i = 0; i < n; ++i)
@@ -42,10 +52,6 @@ double imul_ghz(long n) {
             : "+r"(x));
     return n * 30.0 / (seconds() - t0) / 1e9;
 }
-
-// A probe: runs `reps` iterations of `per_iter` instructions; returns seconds.
-using Probe = double (*)(long reps);
-constexpr int kPerIter = 8;
 
 #define KBIT_UARCH_8(insn) insn insn insn insn insn insn insn insn
 
@@ -207,7 +213,78 @@ const Row kRows[] = {
     {"vgatherdps zmm", "256 KB table; random indices", Isa::Avx512, 4, 16, gather_zmm<bucket_table>},
 };
 
-#endif  // x86-64
+#elif defined(__aarch64__)
+
+// GHz from n x 10 dependent adds.
+double clock_ghz(long n) {
+    long x = 3;
+    const double t0 = seconds();
+    for (long i = 0; i < n; ++i)
+        asm volatile(
+            "add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
+            "add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1"
+            : "+r"(x));
+    return n * 10.0 / (seconds() - t0) / 1e9;
+}
+
+enum class Isa { Neon, Dotprod };
+
+bool has(Isa isa) {
+    // HWCAP_ASIMD (bit 1) and HWCAP_ASIMDDP (bit 20) of <asm/hwcap.h>, as src/cpu/cpu_isa.cpp reads them.
+    const unsigned long hw = getauxval(AT_HWCAP);
+    return isa == Isa::Neon ? (hw & (1ul << 1)) != 0 : (hw & (1ul << 20)) != 0;
+}
+
+// Eight independent 128-bit registers through one instruction: `text` names its destination %[d] and
+// its sources %[b] and %[c]. The attribute lets the assembler take SDOT where the row needs it.
+#define KBIT_UARCH_A64_CHAINS(name, attr, text)                                                            \
+    __attribute__((noinline attr)) double name(long reps) {                                               \
+        float32x4_t a0 = vdupq_n_f32(1.5f), a1 = vdupq_n_f32(2.5f), a2 = vdupq_n_f32(3.5f),                 \
+                    a3 = vdupq_n_f32(4.5f), a4 = vdupq_n_f32(5.5f), a5 = vdupq_n_f32(6.5f),                 \
+                    a6 = vdupq_n_f32(7.5f), a7 = vdupq_n_f32(8.5f), b = vdupq_n_f32(1.0000001f),            \
+                    c = vdupq_n_f32(1e-7f);                                                                 \
+        const double t0 = seconds();                                                                        \
+        for (long i = 0; i < reps; ++i) {                                                                   \
+            asm volatile(text : [d] "+w"(a0) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a1) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a2) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a3) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a4) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a5) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a6) : [b] "w"(b), [c] "w"(c));                                     \
+            asm volatile(text : [d] "+w"(a7) : [b] "w"(b), [c] "w"(c));                                     \
+        }                                                                                                   \
+        return seconds() - t0;                                                                              \
+    }
+
+// function, row label, ISA, lanes per instruction (32-bit lanes; bytes for the byte instructions), text
+#define KBIT_UARCH_A64_PROBES(X)                                                                 \
+    X(fmla_v, "fmla v.4s", Neon, 4, "fmla %[d].4s, %[b].4s, %[c].4s")                            \
+    X(fdiv_v, "fdiv v.4s", Neon, 4, "fdiv %[d].4s, %[b].4s, %[b].4s") /* b / b: the common case */ \
+    X(fsqrt_v, "fsqrt v.4s", Neon, 4, "fsqrt %[d].4s, %[b].4s")                                  \
+    X(tbl_v, "tbl v.16b (one table register)", Neon, 16, "tbl %[d].16b, {%[b].16b}, %[c].16b")   \
+    X(zip1_v, "zip1 v.16b", Neon, 16, "zip1 %[d].16b, %[b].16b, %[c].16b")                       \
+    X(uzp1_v, "uzp1 v.4s", Neon, 4, "uzp1 %[d].4s, %[b].4s, %[c].4s")                            \
+    X(sdot_v, "sdot v.4s", Dotprod, 16, "sdot %[d].4s, %[b].16b, %[c].16b")
+
+#define KBIT_UARCH_A64_ATTR_Neon
+#define KBIT_UARCH_A64_ATTR_Dotprod , target("arch=armv8.2-a+dotprod")
+#define KBIT_UARCH_A64_DEFINE(fn, label, isa, lanes, text) KBIT_UARCH_A64_CHAINS(fn, KBIT_UARCH_A64_ATTR_##isa, text)
+KBIT_UARCH_A64_PROBES(KBIT_UARCH_A64_DEFINE)
+
+struct Row {
+    const char* name;
+    const char* note;
+    Isa isa;
+    int per_iter;
+    int lanes;
+    Probe run;
+};
+
+#define KBIT_UARCH_A64_ROW(fn, label, isa, lanes, text) {label, "", Isa::isa, kPerIter, lanes, fn},
+const Row kRows[] = {KBIT_UARCH_A64_PROBES(KBIT_UARCH_A64_ROW)};
+
+#endif  // x86-64, AArch64
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,9 +305,9 @@ int main(int argc, char** argv) {
         }
     }
     std::printf("instruction,note,cycles_per_instruction,cycles_per_lane,ns_per_instruction,clock_ghz\n");
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) && !defined(__aarch64__)
     (void)seconds_per_probe, (void)rounds;
-    std::printf("all,skipped: the probes are x86-64 instructions,,,,\n");
+    std::printf("all,skipped: probes exist for x86-64 and AArch64 only,,,,\n");
     return 0;
 #else
     for (const Row& row : kRows) {
@@ -244,9 +321,9 @@ int main(int argc, char** argv) {
         reps = static_cast<long>(reps * 4);
         double best_ns = 1e30, ghz_at_best = 0;
         for (int r = 0; r < rounds; ++r) {
-            const double before = imul_ghz(200000);
+            const double before = clock_ghz(200000);
             const double ns = row.run(reps) * 1e9 / (static_cast<double>(reps) * row.per_iter);
-            const double after = imul_ghz(200000);
+            const double after = clock_ghz(200000);
             if (ns < best_ns) best_ns = ns, ghz_at_best = (before + after) / 2;
         }
         const double cycles = best_ns * ghz_at_best;
