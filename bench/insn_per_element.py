@@ -17,16 +17,18 @@ Columns: date,arch,level,qemu_cpu,vector_bits,kernel,element,instructions_per_el
 RESULTS.md are generated from such a CSV (results_tables.py, kind "insn").
 """
 import argparse
+import csv
 import datetime
 import os
 import subprocess
 import sys
 
-# (level, qemu CPU model, vector bits of the level's kernels on that model)
+# (level, qemu CPU model, vector bits of the level's kernels on that model; qemu-user's max has 512-bit
+# SVE unless told otherwise, and SVE2 hardware so far has 128)
 LEVELS = {
     "x86_64": [("ref", "max", 0), ("avx2", "max", 256)],
     "aarch64": [("ref", "neoverse-n1", 0), ("neon", "neoverse-n1", 128), ("sve", "a64fx", 512),
-                ("sve2", "max", 128)],
+                ("sve2", "max,sve-default-vector-length=16", 128)],
 }
 EXTRA = 2  # calls beyond the first
 
@@ -79,7 +81,8 @@ def main():
     wanted = set(filter(None, a.kernels.split(",")))
     levels = [lv for lv in LEVELS[a.arch] if not a.levels or lv[0] in a.levels.split(",")]
     today = datetime.date.today().isoformat()
-    print("date,arch,level,qemu_cpu,vector_bits,kernel,element,instructions_per_element")
+    out = csv.writer(sys.stdout, lineterminator="\n")  # quotes a qemu CPU with properties ("max,sve-...")
+    out.writerow(["date", "arch", "level", "qemu_cpu", "vector_bits", "kernel", "element", "instructions_per_element"])
     for level, cpu, bits in levels:
         env["KBIT_CPU_ISA"] = level
         info, library, base = run(qemu, cpu, program, ["--info"], env).split("\n")[:3]
@@ -93,7 +96,8 @@ def main():
             once = run(qemu, cpu, program, [name, "1"], env, backend)
             more = run(qemu, cpu, program, [name, str(1 + EXTRA)], env, backend)
             per = (more - once) / (EXTRA * float(elements))
-            print(f"{today},{a.arch},{level},{cpu},{bits},{name},{element},{per:.3f}", flush=True)
+            out.writerow([today, a.arch, level, cpu, bits, name, element, f"{per:.3f}"])
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
