@@ -23,8 +23,7 @@ import math
 
 import numpy as np
 
-from ._devices import adapter, to_host
-from ._devices import Ctx
+from ._devices import Ctx, adapter, to_host
 from .functional import QuantState, _blocks, _check_saved, _plain_absmax
 
 WEIGHT_FORMAT_ROW = 0  # the only LLM.int8 weight_format bitsandbytes still accepts ("row")
@@ -75,11 +74,17 @@ def load(path):
     return load_file(str(path))
 
 
+def _quant_state_owner(key):
+    """T of a key T.quant_state.bitsandbytes__<type> (the type without a dot), else None: T is P.weight
+    for a linear layer P, the parameter's own key for a 4-bit parameter."""
+    head, sep, tail = key.rpartition(".quant_state.bitsandbytes__") if isinstance(key, str) else ("", "", "")
+    return head if sep and head and "." not in tail else None
+
+
 def is_parameter_4bit(tensors, prefix):
     """Whether `prefix` names a 4-bit parameter (stored under its own key, like fused experts) rather
     than a linear layer: the checkpoint has a key `prefix.quant_state.bitsandbytes__<type>`."""
-    head = f"{prefix}.quant_state.bitsandbytes__"
-    return any(isinstance(k, str) and k.startswith(head) and "." not in k[len(head):] for k in tensors)
+    return any(_quant_state_owner(k) == prefix for k in tensors)
 
 
 def load_4bit(tensors, prefix):
@@ -185,11 +190,7 @@ def expert_4bit(packed, state, e):
 def quantized_prefixes(tensors):
     """{"4bit": [...], "int8": [...]}: the module prefixes of the quantized weights in `tensors`; 4-bit
     parameters (keys T.quant_state.bitsandbytes__<type>, T not ending in .weight) by their key T."""
-    four = {k.rsplit(".weight.quant_state.", 1)[0] for k in tensors if ".weight.quant_state.bitsandbytes__" in k}
-    for k in tensors:
-        head, sep, tail = k.rpartition(".quant_state.bitsandbytes__")
-        if sep and "." not in tail and not head.endswith(".weight") and head:
-            four.add(head)
-    four = sorted(four)
+    owners = {_quant_state_owner(k) for k in tensors} - {None}
+    four = sorted(t[:-len(".weight")] if t.endswith(".weight") else t for t in owners)
     eight = sorted(k[:-len(".SCB")] for k in tensors if k.endswith(".SCB") and k[:-len(".SCB")] + ".weight" in tensors)
     return {"4bit": four, "int8": eight}
