@@ -35,7 +35,7 @@
 /** Major version of the 4-bit interface declared by this header. */
 #define KBIT_4BIT_VERSION_MAJOR 1
 /** Minor version of the 4-bit interface declared by this header. */
-#define KBIT_4BIT_VERSION_MINOR 0
+#define KBIT_4BIT_VERSION_MINOR 1
 
 /** Quantization type selector (passed as int32_t); values match bitsandbytes' DATA_TYPE. */
 #define KBIT_QUANT_FP4 1
@@ -411,6 +411,61 @@ KBIT_API kbit_status kbit_dequantize_nf4_torchao_fp16(const uint8_t* quantized_d
 KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_data,
     const int8_t* quantized_scalers, const kbit_bf16* quantization_factor, const kbit_bf16* scaler_mean,
     kbit_bf16* out, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
+
+/* ---- kbit additions: grouped 4-bit GEMM over expert weights (mixture of experts) [gemm_4bit_grouped] ---- */
+
+/**
+ * For each token t < tokens and choice j < top_k, the expert e = ids[t*top_k + j] multiplies one
+ * activation row x of type dtype: y[t][j][n] = sum_k x[k] * W_e[n][k] for n < N. The weight is one
+ * [experts, N, K] tensor quantized flat as any 4-bit tensor (behaviour.md §11.3): element (e, n, k) is
+ * nibble (e*N + n)*K + k of B, in block beta = ((e*N + n)*K + k) / blocksize, whose scale is
+ * absmax[beta], or nested absmax_code[absmax_8bit[beta]] * absmax[beta / 256] + *absmax_offset (the
+ * rule of cgemm_4bit applied to the whole tensor). x is row t of A when a_rows_per_token is 1 (every
+ * choice of a token sees the same row: gate/up projections), row t*top_k + j when it is top_k (one
+ * row per choice: the down projection). y is rounded to dtype as cgemm_4bit rounds its output.
+ * Without combine, out[t][j][n] = y[t][j][n]. With combine, out[t][n] = RN_dtype(s), s = 0.0f, then
+ * for j = 0 .. top_k-1 in order s = s + combine[t*top_k + j] * float(y[t][j][n]), each product and
+ * each sum rounded to fp32 (no fused multiply-add).
+ * Exactness: on one backend the call equals, byte for byte, the loop that for each expert e in
+ * ascending order gathers the rows x of the pairs (t, j) with ids == e, in (t, j) order, into an
+ * [M_e, K] matrix and calls cgemm_4bit_<dtype> (no bias) on expert e's slice of B, absmax and
+ * absmax_8bit — a slice exists when e*N*K is a multiple of blocksize (nested: of 256*blocksize) —
+ * followed, with combine, by the weighted sum above. The weights of each chosen expert are read once
+ * per call whatever the number of tokens that chose it. For an expert without a slice the backend
+ * sums in an order of its choosing (class F, cgemm_4bit's bound).
+ * @param dtype            KBIT_DTYPE_FP32, KBIT_DTYPE_FP16 or KBIT_DTYPE_BF16: element type of A and out.
+ * @param A                device memory, in: tokens * a_rows_per_token rows of K elements of dtype.
+ * @param a_rows_per_token 1 or top_k (see above).
+ * @param B                device memory, in: experts * N * K / 2 packed bytes (element 2i in the high
+ *                         nibble of byte i).
+ * @param absmax           device memory, in: ceil(experts*N*K / blocksize) fp32 scales, or when nested
+ *                         the ceil(ceil(experts*N*K / blocksize) / 256) second-level scales.
+ * @param absmax_8bit      device memory, in: NULL (not nested) or ceil(experts*N*K / blocksize) codes.
+ * @param absmax_code      device memory, in: 256-entry code table when nested, else ignored.
+ * @param absmax_offset    device memory, in: one float (the nested offset) when nested, else ignored.
+ * @param experts          number of experts E, >= 0.
+ * @param N                output features per expert, 0 <= N <= 2^31 - 1.
+ * @param K                inner dimension, even, 0 <= K <= 2^31 - 1; experts * N * K <= 2^62.
+ * @param blocksize        32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param quant_type       KBIT_QUANT_FP4 or KBIT_QUANT_NF4.
+ * @param ids              device memory, in: tokens * top_k int32 expert indices, each in [0, experts).
+ * @param tokens           number of tokens, >= 0.
+ * @param top_k            choices per token, >= 0; tokens * top_k <= 2^31 - 1.
+ * @param combine          device memory, in: NULL, or tokens * top_k fp32 combine weights.
+ * @param out              device memory, out: tokens * top_k * N elements of dtype without combine,
+ *                         tokens * N with combine.
+ * @param stream           stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS (nothing is read or written when tokens, top_k or N is 0);
+ *         KBIT_STATUS_INVALID_ARGUMENT for an unknown dtype or quant_type, negative or too large sizes,
+ *         odd K, another blocksize, a_rows_per_token neither 1 nor top_k, a NULL required pointer, or
+ *         an expert id outside [0, experts) (the message names the token, the slot and the value;
+ *         checked before anything is written); KBIT_STATUS_DEVICE_ERROR.
+ * @since 4bit 1.1
+ */
+KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_t a_rows_per_token,
+    const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+    const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type,
+    const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine, void* out, void* stream);
 
 /* END GENERATED DECLARATIONS */
 

@@ -86,6 +86,29 @@ kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float*
         });
 }
 
+inline kbit_status gemm_4bit_grouped(const char* fn, int32_t dtype, const void* A, int64_t a_rows_per_token,
+                                     const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                                     const float* absmax_code, const float* absmax_offset, int64_t experts, int64_t N,
+                                     int64_t K, int64_t blocksize, int32_t quant_type, const int32_t* ids,
+                                     int64_t tokens, int64_t top_k, const float* combine, void* out, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_gemm_4bit_grouped(fn, dtype, A, a_rows_per_token, B, absmax, absmax_8bit, absmax_code,
+                                              absmax_offset, experts, N, K, blocksize, quant_type, ids, tokens,
+                                              top_k, out, empty);
+        },
+        [&] {
+            const auto qt = static_cast<QuantType>(quant_type);
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                return ops::gemm_4bit_grouped<T>(fn, static_cast<const T*>(A), a_rows_per_token, B, absmax,
+                                                 absmax_8bit, absmax_code, absmax_offset, experts, N, K, blocksize,
+                                                 qt, ids, tokens, top_k, combine, static_cast<T*>(out), stream);
+            });
+        });
+}
+
 inline kbit_status quantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const void* A, float* absmax,
                                        uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
     return blockwise_4bit<Blockwise::Quantize>(fn, quant_type, DtypeElement{dtype}, A, absmax, out, blocksize, n,

@@ -26,6 +26,13 @@ template <class T>
 kbit_status gemm_4bit(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
                       const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
                       int blocksize, QuantType qt, void* stream);
+// The grouped (mixture-of-experts) GEMM: ids are not yet checked (the operation checks them first).
+template <class T>
+kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
+                              const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+                              const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
+                              QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
+                              T* out, void* stream);
 kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void* stream);

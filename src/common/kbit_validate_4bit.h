@@ -98,4 +98,54 @@ inline kbit_status validate_gemm_4bit(const char* fn, const void* A, const void*
     return a.status();
 }
 
+// kbit_gemm_4bit_grouped: scalars (dtype, quant_type, sizes and their limits, a_rows_per_token), then the
+// empty rule (no token, no choice or no output feature), then the pointers. The expert ids are device
+// memory: each backend checks them in its operation with expert_id_error's message before writing.
+inline kbit_status validate_gemm_4bit_grouped(const char* fn, int32_t dtype, const void* A, int64_t a_rows_per_token,
+                                              const void* B, const float* absmax, const uint8_t* absmax_8bit,
+                                              const float* absmax_code, const float* absmax_offset, int64_t experts,
+                                              int64_t N, int64_t K, int64_t blocksize, int32_t quant_type,
+                                              const int32_t* ids, int64_t tokens, int64_t top_k, const void* out,
+                                              bool* empty) {
+    constexpr int64_t kIntMax = 2147483647;
+    Args a(fn);
+    a.dtype(dtype).quant_type(quant_type);
+    a.nonneg("experts", experts).nonneg("N", N).at_most("N", N, kIntMax).nonneg("K", K).at_most("K", K, kIntMax);
+    a.require(K % 2 == 0, "K is %lld, must be even", static_cast<long long>(K));
+    a.blocksize(blocksize);
+    a.nonneg("tokens", tokens).nonneg("top_k", top_k);
+    if (!a.ok()) return a.status();
+    const int64_t nk = N * K;  // < 2^62
+    a.require(nk == 0 || experts <= kMaxElements / nk, "experts * N * K is %lld * %lld * %lld, must be <= 2^62",
+              static_cast<long long>(experts), static_cast<long long>(N), static_cast<long long>(K));
+    a.require(top_k == 0 || tokens <= kIntMax / top_k, "tokens * top_k is %lld * %lld, must be <= 2^31 - 1",
+              static_cast<long long>(tokens), static_cast<long long>(top_k));
+    a.require(a_rows_per_token == 1 || a_rows_per_token == top_k,
+              "a_rows_per_token is %lld, must be 1 or top_k (%lld)", static_cast<long long>(a_rows_per_token),
+              static_cast<long long>(top_k));
+    *empty = a.ok() && (tokens == 0 || top_k == 0 || N == 0);
+    if (!a.ok() || *empty) return a.status();
+    a.not_null("ids", ids).not_null("out", out);
+    if (K > 0) {
+        a.not_null("A", A).not_null("B", B).not_null("absmax", absmax);
+        if (absmax_8bit != nullptr) a.not_null("absmax_code", absmax_code).not_null("absmax_offset", absmax_offset);
+    }
+    return a.status();
+}
+
+// The failure of kbit_gemm_4bit_grouped for the first expert id out of range, in (token, slot) order.
+inline kbit_status expert_id_error(const char* fn, int64_t token, int64_t slot, int64_t top_k, int32_t id,
+                                   int64_t experts) {
+    return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ids[%lld] (token %lld, slot %lld) is %d, must be in [0, %lld)",
+                     static_cast<long long>(token * top_k + slot), static_cast<long long>(token), static_cast<long long>(slot),
+                     static_cast<int>(id), static_cast<long long>(experts));
+}
+
+// Whether expert e of an [experts, N, K] weight has a slice that cgemm_4bit can take: its first element
+// starts a block (nested: starts a group of 256 blocks).
+inline bool grouped_expert_has_slice(int64_t e, int64_t N, int64_t K, int64_t blocksize, bool nested) {
+    const int64_t unit = nested ? 256 * blocksize : blocksize;
+    return (e * N * K) % unit == 0;
+}
+
 }  // namespace kbit

@@ -6,6 +6,7 @@
 
 #include "kbit_dtype.h"
 #include "kbit_ops_4bit.h"
+#include "kbit_validate_4bit.h"
 #include "kernels_4bit.h"
 #include "parallel_range.h"
 #include "ref_4bit.h"
@@ -110,6 +111,73 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     return KBIT_STATUS_SUCCESS;
 }
 
+// Exactly the loop of cgemm_4bit calls over the experts (kbit_4bit.def): the pairs (t, j) are grouped by
+// expert in (t, j) order, each chosen expert's rows are gathered and multiplied by its weights in one
+// gemm_4bit of this backend (so its weights are read once), and the rows are scattered back (or kept for the
+// combine). An expert whose weights do not start a block has no slice: the reference rows cover it.
+template <class T>
+kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
+                              const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+                              const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
+                              QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
+                              T* out, void* stream) {
+    const int64_t pairs = tokens * top_k;  // <= 2^31 - 1 (validated)
+    for (int64_t p = 0; p < pairs; ++p)
+        if (ids[p] < 0 || ids[p] >= experts) return expert_id_error(fn, p / top_k, p % top_k, top_k, ids[p], experts);
+    std::vector<int32_t> order(static_cast<size_t>(pairs));
+    for (int64_t p = 0; p < pairs; ++p) order[p] = static_cast<int32_t>(p);
+    std::stable_sort(order.begin(), order.end(), [ids](int32_t a, int32_t b) { return ids[a] < ids[b]; });
+
+    const bool nested = absmax_8bit != nullptr;
+    // With combine every row is kept (rounded to T) until the weighted sums; without, rows go to out directly.
+    std::vector<T> kept(combine != nullptr ? static_cast<size_t>(pairs * N) : 0);
+    T* rows_out = combine != nullptr ? kept.data() : out;
+    std::vector<T> x, y;
+    for (int64_t r0 = 0; r0 < pairs;) {
+        const int64_t e = ids[order[r0]];
+        int64_t r1 = r0 + 1;
+        while (r1 < pairs && ids[order[r1]] == e) ++r1;
+        const int64_t m = r1 - r0;
+        x.resize(static_cast<size_t>(m * K));
+        y.resize(static_cast<size_t>(m * N));
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t p = order[r0 + i];
+            const int64_t row = a_rows_per_token == 1 ? p / top_k : p;
+            std::copy(A + row * K, A + (row + 1) * K, x.begin() + i * K);
+        }
+        if (grouped_expert_has_slice(e, N, K, blocksize, nested)) {
+            const int64_t first = e * N * K, beta = first / blocksize;
+            const kbit_status s =
+                gemm_4bit<T>(fn, x.data(), B + first / 2, nested ? absmax + beta / 256 : absmax + beta,
+                             nested ? absmax_8bit + beta : nullptr, absmax_code, absmax_offset, y.data(), nullptr,
+                             static_cast<int>(m), static_cast<int>(N), static_cast<int>(K),
+                             static_cast<int>(blocksize), qt, stream);
+            if (s != KBIT_STATUS_SUCCESS) return s;
+        } else {
+            parallel_range(N, std::max<int64_t>(1, min_rows(K) / m), [&](int64_t n0, int64_t n1) {
+                ref::gemm_4bit_expert_rows(x.data(), m, B, absmax, absmax_8bit, absmax_code, absmax_offset, e, N, K,
+                                           blocksize, static_cast<int>(qt), y.data(), n0, n1);
+            });
+        }
+        for (int64_t i = 0; i < m; ++i)
+            std::copy(y.begin() + i * N, y.begin() + (i + 1) * N, rows_out + static_cast<int64_t>(order[r0 + i]) * N);
+        r0 = r1;
+    }
+    if (combine != nullptr)
+        parallel_range(tokens, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, N * top_k)),
+                       [&](int64_t t0, int64_t t1) {
+                           for (int64_t t = t0; t < t1; ++t)
+                               for (int64_t n = 0; n < N; ++n) {
+                                   float s = 0.0f;
+                                   for (int64_t j = 0; j < top_k; ++j)
+                                       s = ref::grouped_combine_step(s, combine[t * top_k + j],
+                                                                     Elem<T>::load(kept[(t * top_k + j) * N + n]));
+                                   out[t * N + n] = Elem<T>::store(s);
+                               }
+                       });
+    return KBIT_STATUS_SUCCESS;
+}
+
 kbit_status nested_absmax_quantize(const char*, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void*) {
@@ -161,6 +229,7 @@ KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(quantize_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemv_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_grouped);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_quantize);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_dequantize);
 

@@ -119,6 +119,43 @@ void gemm_4bit(const T* A, const uint8_t* B, const float* absmax, const uint8_t*
     }
 }
 
+template <class T>
+void gemm_4bit_expert_rows(const T* x, int64_t M, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, int64_t e, int64_t N, int64_t K,
+                           int64_t blocksize, int quant_type, T* y, int64_t n0, int64_t n1) {
+    const float* lut = quant_type == 1 ? kFp4Values : kNf4Values;
+    auto scale = [=](int64_t beta) { return gemm_block_scale(beta, absmax, absmax_8bit, absmax_code, absmax_offset); };
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t n = n0; n < n1; ++n)
+            y[i * N + n] = Elem<T>::store(dot_4bit_row(x + i * K, K, B, (e * N + n) * K, lut, blocksize, scale));
+}
+
+template <class T>
+void gemm_4bit_grouped(const T* A, int64_t a_rows_per_token, const uint8_t* B, const float* absmax,
+                       const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset,
+                       int64_t experts, int64_t N, int64_t K, int64_t blocksize, int quant_type, const int32_t* ids,
+                       int64_t tokens, int64_t top_k, const float* combine, T* out) {
+    (void)experts;
+    std::vector<T> y(static_cast<size_t>(top_k * N));
+    for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t j = 0; j < top_k; ++j) {
+            const int64_t row = a_rows_per_token == 1 ? t : t * top_k + j;
+            gemm_4bit_expert_rows(A + row * K, 1, B, absmax, absmax_8bit, absmax_code, absmax_offset,
+                                  ids[t * top_k + j], N, K, blocksize, quant_type, y.data() + j * N, 0, N);
+        }
+        if (combine == nullptr) {
+            std::copy(y.begin(), y.end(), out + t * top_k * N);
+            continue;
+        }
+        for (int64_t n = 0; n < N; ++n) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < top_k; ++j)
+                s = grouped_combine_step(s, combine[t * top_k + j], Elem<T>::load(y[j * N + n]));
+            out[t * N + n] = Elem<T>::store(s);
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Nested absmax
 // ------------------------------------------------------------------------------------------------
@@ -234,6 +271,12 @@ void torchao_dequantize(const uint8_t* quantized_data, const int8_t* quantized_s
     template void gemv_4bit<T>(int, int, const T*, const uint8_t*, const float*, const float*, T*, int, int);      \
     template void gemm_4bit<T>(const T*, const uint8_t*, const float*, const uint8_t*, const float*, const float*, \
                                T*, const T*, int, int, int, int, int);                                             \
+    template void gemm_4bit_expert_rows<T>(const T*, int64_t, const uint8_t*, const float*, const uint8_t*,           \
+                                           const float*, const float*, int64_t, int64_t, int64_t, int64_t, int, T*,  \
+                                           int64_t, int64_t);                                                        \
+    template void gemm_4bit_grouped<T>(const T*, int64_t, const uint8_t*, const float*, const uint8_t*, const float*, \
+                                       const float*, int64_t, int64_t, int64_t, int64_t, int, const int32_t*, int64_t, \
+                                       int64_t, const float*, T*);                                                   \
     template const T* torchao_nf4_table<T>();                                                                      \
     template void torchao_quantize<T>(const T*, uint8_t*, int8_t*, T*, T*, int64_t, int64_t, int64_t);             \
     template void torchao_block_absmax<T>(const T*, T*, int64_t, int64_t, int64_t);                                \

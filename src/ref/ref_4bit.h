@@ -80,6 +80,28 @@ void gemm_4bit(const T* A, const uint8_t* B, const float* absmax, const uint8_t*
                const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
                int blocksize, int quant_type);
 
+// kbit_gemm_4bit_grouped, the rows of one expert e of the flat-quantized [experts, N, K] weight: for M
+// activation rows x_i (stride K), y[i*N + n] = RN_T(x_i . W_e[n]) for n in [n0, n1), with the block of each
+// element counted over the whole tensor; the sums are gemm_4bit's (bit for bit its output on expert e's
+// slice where that exists).
+template <class T>
+void gemm_4bit_expert_rows(const T* x, int64_t M, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, int64_t e, int64_t N, int64_t K,
+                           int64_t blocksize, int quant_type, T* y, int64_t n0, int64_t n1);
+
+// One step of the combine of kbit_gemm_4bit_grouped: s + w * y, the product and the sum each rounded to fp32.
+inline float grouped_combine_step(float s, float w, float y) {
+    const float product = w * y;
+    return s + product;
+}
+
+// kbit_gemm_4bit_grouped with valid ids (every id in [0, experts)), pair by pair in (t, j) order.
+template <class T>
+void gemm_4bit_grouped(const T* A, int64_t a_rows_per_token, const uint8_t* B, const float* absmax,
+                       const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset,
+                       int64_t experts, int64_t N, int64_t K, int64_t blocksize, int quant_type, const int32_t* ids,
+                       int64_t tokens, int64_t top_k, const float* combine, T* out);
+
 // ------------------------------------------------------------------------------------------------
 // bitsandbytes double quantization of the block scales (§2.5)
 // ------------------------------------------------------------------------------------------------

@@ -187,4 +187,13 @@ KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_d
         quantized_scalers, quantization_factor, scaler_mean, out, n, block_size, scaler_block_size, stream);
 }
 
+KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_t a_rows_per_token,
+    const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+    const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type,
+    const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine, void* out, void* stream) {
+    return kbit::loader::forward<kbit::loader::functions::kbit_gemm_4bit_grouped>(dtype, A, a_rows_per_token,
+        B, absmax, absmax_8bit, absmax_code, absmax_offset, experts, N, K, blocksize, quant_type, ids, tokens,
+        top_k, combine, out, stream);
+}
+
 }  // extern "C"

@@ -172,6 +172,9 @@ struct kbit_dequantize_nf4_torchao_bf16 : Descriptor<&b4::Table::kbit_dequantize
     Result::Status> {
     static constexpr const char* id = "kbit_dequantize_nf4_torchao_bf16";
 };
+struct kbit_gemm_4bit_grouped : Descriptor<&b4::Table::kbit_gemm_4bit_grouped, 1, Result::Status> {
+    static constexpr const char* id = "kbit_gemm_4bit_grouped";
+};
 
 }  // namespace kbit::loader::functions
 
@@ -189,7 +192,8 @@ using All = List<functions::cquantize_blockwise_fp32_fp4, functions::cquantize_b
     functions::kbit_nested_absmax_quantize, functions::kbit_nested_absmax_dequantize,
     functions::kbit_quantize_nf4_torchao_fp32, functions::kbit_quantize_nf4_torchao_fp16,
     functions::kbit_quantize_nf4_torchao_bf16, functions::kbit_dequantize_nf4_torchao_fp32,
-    functions::kbit_dequantize_nf4_torchao_fp16, functions::kbit_dequantize_nf4_torchao_bf16>;
+    functions::kbit_dequantize_nf4_torchao_fp16, functions::kbit_dequantize_nf4_torchao_bf16,
+    functions::kbit_gemm_4bit_grouped>;
 
 }  // namespace kbit::loader::b4
 
