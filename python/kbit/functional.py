@@ -765,6 +765,66 @@ def gemm_4bit(A, B, state, bias=None, out=None):
     return out
 
 
+def gemm_4bit_grouped(A, B, state, ids, combine=None, out=None):
+    """The grouped (mixture-of-experts) 4-bit GEMM, kbit_gemm_4bit_grouped (4bit 1.1): for the fused expert
+    weight W [E, N, K] (packed bytes B and its QuantState of 3-D shape, quantized flat) and int32 ids
+    [T, top_k], y[t, j] = x[t, j] @ W[ids[t, j]]^T with x[t, j] = A[t] when A is [T, K] (gate/up: every
+    choice sees its token's row) or A[t, j] when A is [T, top_k, K] (down: one row per choice). Returns
+    y [T, top_k, N] in A's dtype, or with combine (fp32 [T, top_k]) the weighted sums over j,
+    out[t] = sum_j combine[t, j] * y[t, j] in fp32 (j in order, no FMA), rounded to A's dtype: [T, N].
+    Equals, byte for byte, a loop of gemm_4bit over each expert's rows on the same backend."""
+    fn = "gemm_4bit_grouped"
+    if state is None:
+        raise ValueError(f"{fn}: state cannot be None (pass the experts' QuantState)")
+    ctx = Ctx(A)
+    _check_state(fn, state, four_bit=True)
+    if len(state.shape) != 3:
+        raise ValueError(f"{fn}: the weight of quant_state must be 3-D [E, N, K], not {state.shape}")
+    E, N, K = state.shape
+    if K % 2:
+        raise ValueError(f"{fn}: the inner dimension K = {K} must be even")
+    i = _arg(ctx, fn, ids, "ids", (_I32,))
+    if len(i.shape) != 2:
+        raise ValueError(f"{fn}: ids must be 2-D [tokens, top_k], not {i.shape}")
+    T, top_k = i.shape
+    a = _arg(ctx, fn, A, "A", FLOAT_DTYPES)
+    if a.shape == (T, K):
+        rows = 1
+    elif a.shape == (T, top_k, K):
+        rows = top_k
+    else:
+        raise ValueError(f"{fn}: A must have shape ({T}, {K}) or ({T}, {top_k}, {K}) for ids of shape "
+                         f"{i.shape}, not {a.shape}")
+    b = _arg(ctx, fn, B, "B", numel=None)
+    if b.dtype.itemsize * b.numel != E * N * K // 2:
+        raise ValueError(f"{fn}: B holds {b.dtype.itemsize * b.numel} bytes, a packed [{E}, {N}, {K}] weight "
+                         f"needs {E * N * K // 2}")
+    blocks = _blocks(E * N * K, state.blocksize)
+    keep = []  # arrays whose pointers are passed
+    if state.nested and state.state2.blocksize == NESTED_BLOCKSIZE:
+        s2 = state.state2
+        codes = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
+        scales = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
+        table = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
+        offset = ctx.from_numpy(np.array([state.offset], dtype=np.float32))
+        keep.append(offset)
+        ptrs = (scales.ptr, codes.ptr, table.ptr, _addr(offset))
+    else:
+        absmax, absmax_ptr = _plain_absmax(ctx, fn, state, blocks)
+        keep.append(absmax)
+        ptrs = (absmax_ptr, None, None, None)
+    dtype = a.dtype
+    comb_ptr = None if combine is None else _arg(ctx, fn, combine, "combine", (_F32,), shape=(T, top_k)).ptr
+    out_shape = (T, top_k, N) if combine is None else (T, N)
+    if out is None:
+        out = ctx.empty(out_shape, dtype)
+    o = _arg(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
+    ctx.lib.checked.kbit_gemm_4bit_grouped(_KBIT_DTYPE[dtype], a.ptr, rows, b.ptr, *ptrs, E, N, K, state.blocksize,
+                                           _QUANT_TYPE[state.quant_type], i.ptr, T, top_k, comb_ptr, o.ptr,
+                                           ctx.stream)
+    return out
+
+
 # ---- blockwise 8-bit ---------------------------------------------------------------------------
 
 def quantize_blockwise(A, code=None, absmax=None, out=None, blocksize=4096, nested=False):
@@ -1033,6 +1093,6 @@ def int8_outlier_matmul(A, W, W_stats, outlier_cols, out):
 
 __all__ = ["QuantState", "create_dynamic_map", "create_linear_map", "create_normal_map", "create_fp8_map",
            "get_4bit_type", "quantize_4bit", "dequantize_4bit", "quantize_nf4", "quantize_fp4", "dequantize_nf4",
-           "dequantize_fp4", "gemv_4bit", "gemm_4bit", "quantize_blockwise", "dequantize_blockwise",
+           "dequantize_fp4", "gemv_4bit", "gemm_4bit", "gemm_4bit_grouped", "quantize_blockwise", "dequantize_blockwise",
            "int8_vectorwise_quant", "int8_vectorwise_dequant", "int8_double_quant", "int8_linear_matmul",
            "int8_mm_dequant", "int8_outlier_matmul", "pack_dict_to_tensor", "unpack_tensor_to_dict"]
