@@ -145,8 +145,9 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
             const int64_t row = a_rows_per_token == 1 ? p / top_k : p;
             std::copy(A + row * K, A + (row + 1) * K, x.begin() + i * K);
         }
+        const int64_t first = e * N * K;  // nibble of the expert's element (0, 0)
         if (grouped_expert_has_slice(e, N, K, blocksize, nested)) {
-            const int64_t first = e * N * K, beta = first / blocksize;
+            const int64_t beta = first / blocksize;
             const kbit_status s =
                 gemm_4bit<T>(fn, x.data(), B + first / 2, nested ? absmax + beta / 256 : absmax + beta,
                              nested ? absmax_8bit + beta : nullptr, absmax_code, absmax_offset, y.data(), nullptr,
@@ -155,7 +156,7 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
             if (s != KBIT_STATUS_SUCCESS) return s;
         } else {
             parallel_range(N, std::max<int64_t>(1, min_rows(K) / m), [&](int64_t n0, int64_t n1) {
-                ref::gemm_4bit_expert_rows(x.data(), m, B, absmax, absmax_8bit, absmax_code, absmax_offset, e, N, K,
+                ref::gemm_4bit_expert_rows(x.data(), m, B, absmax, absmax_8bit, absmax_code, absmax_offset, first, N, K,
                                            blocksize, static_cast<int>(qt), y.data(), n0, n1);
             });
         }

@@ -121,13 +121,13 @@ void gemm_4bit(const T* A, const uint8_t* B, const float* absmax, const uint8_t*
 
 template <class T>
 void gemm_4bit_expert_rows(const T* x, int64_t M, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-                           const float* absmax_code, const float* absmax_offset, int64_t e, int64_t N, int64_t K,
+                           const float* absmax_code, const float* absmax_offset, int64_t first, int64_t N, int64_t K,
                            int64_t blocksize, int quant_type, T* y, int64_t n0, int64_t n1) {
     const float* lut = quant_type == 1 ? kFp4Values : kNf4Values;
     auto scale = [=](int64_t beta) { return gemm_block_scale(beta, absmax, absmax_8bit, absmax_code, absmax_offset); };
     for (int64_t i = 0; i < M; ++i)
         for (int64_t n = n0; n < n1; ++n)
-            y[i * N + n] = Elem<T>::store(dot_4bit_row(x + i * K, K, B, (e * N + n) * K, lut, blocksize, scale));
+            y[i * N + n] = Elem<T>::store(dot_4bit_row(x + i * K, K, B, first + n * K, lut, blocksize, scale));
 }
 
 template <class T>
@@ -141,7 +141,7 @@ void gemm_4bit_grouped(const T* A, int64_t a_rows_per_token, const uint8_t* B, c
         for (int64_t j = 0; j < top_k; ++j) {
             const int64_t row = a_rows_per_token == 1 ? t : t * top_k + j;
             gemm_4bit_expert_rows(A + row * K, 1, B, absmax, absmax_8bit, absmax_code, absmax_offset,
-                                  ids[t * top_k + j], N, K, blocksize, quant_type, y.data() + j * N, 0, N);
+                                  ids[t * top_k + j] * N * K, N, K, blocksize, quant_type, y.data() + j * N, 0, N);
         }
         if (combine == nullptr) {
             std::copy(y.begin(), y.end(), out + t * top_k * N);

@@ -80,13 +80,14 @@ void gemm_4bit(const T* A, const uint8_t* B, const float* absmax, const uint8_t*
                const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
                int blocksize, int quant_type);
 
-// kbit_gemm_4bit_grouped, the rows of one expert e of the flat-quantized [experts, N, K] weight: for M
-// activation rows x_i (stride K), y[i*N + n] = RN_T(x_i . W_e[n]) for n in [n0, n1), with the block of each
-// element counted over the whole tensor; the sums are gemm_4bit's (bit for bit its output on expert e's
-// slice where that exists).
+// kbit_gemm_4bit_grouped, the rows of one expert of the flat-quantized [experts, N, K] weight, whose element
+// (0, 0) is nibble `first` of B (e*N*K for expert e, or less when B and the scales are a window of the
+// tensor starting at a block, nested: at a group of 256 blocks): for M activation rows x_i (stride K),
+// y[i*N + n] = RN_T(x_i . W_e[n]) for n in [n0, n1), with the block of each element counted from B's start;
+// the sums are gemm_4bit's (bit for bit its output on the expert's slice where that exists).
 template <class T>
 void gemm_4bit_expert_rows(const T* x, int64_t M, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
-                           const float* absmax_code, const float* absmax_offset, int64_t e, int64_t N, int64_t K,
+                           const float* absmax_code, const float* absmax_offset, int64_t first, int64_t N, int64_t K,
                            int64_t blocksize, int quant_type, T* y, int64_t n0, int64_t n1);
 
 // One step of the combine of kbit_gemm_4bit_grouped: s + w * y, the product and the sum each rounded to fp32.

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "device_memory.h"
+#include "kbit_grouped_device.h"
 #include "kbit_half.h"
 #include "kbit_ops_4bit.h"
 #include "kbit_torchao_scalers.h"
@@ -160,11 +161,25 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, co
     });
 }
 
+// The grouped (mixture-of-experts) GEMM: the shared composition of this backend's own operations
+// (kbit_grouped_device.h), byte for byte the loop of its gemm_4bit over the experts.
+template <class T>
+kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
+                              const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+                              const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
+                              QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
+                              T* out, void* stream) {
+    return grouped_device::gemm_4bit_grouped<T>(fn, A, a_rows_per_token, B, absmax, absmax_8bit, absmax_code,
+                                                absmax_offset, experts, N, K, blocksize, qt, ids, tokens, top_k,
+                                                combine, out, stream);
+}
+
 #define KBIT_OPENCL_4BIT(T)                                          \
     template decltype(quantize_4bit<T>) quantize_4bit<T>;            \
     template decltype(dequantize_4bit<T>) dequantize_4bit<T>;        \
     template decltype(gemv_4bit<T>) gemv_4bit<T>;                    \
     template decltype(gemm_4bit<T>) gemm_4bit<T>;                    \
+    template decltype(gemm_4bit_grouped<T>) gemm_4bit_grouped<T>;    \
     template decltype(torchao_quantize<T>) torchao_quantize<T>;      \
     template decltype(torchao_dequantize<T>) torchao_dequantize<T>;
 KBIT_OPENCL_4BIT(float)
