@@ -454,7 +454,8 @@ KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_d
  * @param combine          device memory, in: NULL, or tokens * top_k fp32 combine weights.
  * @param out              device memory, out: tokens * top_k * N elements of dtype without combine,
  *                         tokens * N with combine.
- * @param stream           stream to run on (NULL = default); ignored on the CPU.
+ * @param stream           stream to run on (NULL = default); ignored on the CPU. The device backends read
+ *                         ids on the host and so far return only when the work is done.
  * @return KBIT_STATUS_SUCCESS (nothing is read or written when tokens, top_k or N is 0);
  *         KBIT_STATUS_INVALID_ARGUMENT for an unknown dtype or quant_type, negative or too large sizes,
  *         odd K, another blocksize, a_rows_per_token neither 1 nor top_k, a NULL required pointer, or
