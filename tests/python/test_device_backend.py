@@ -169,6 +169,43 @@ def test_quantize_dequantize_gemv_gemm_4bit(lib, cpu, rng, dt, q, nested):
 
 
 @pytest.mark.parametrize("dt", DTS)
+@pytest.mark.parametrize("nested", [False, True], ids=["plain", "nested"])
+@pytest.mark.parametrize("with_combine", [False, True], ids=["rows", "combine"])
+def test_gemm_4bit_grouped_on_device_arrays(lib, cpu, rng, dt, nested, with_combine):
+    need(lib, "4bit")
+    E, N, K, T, top_k = 4, 32, 512, 5, 2  # 16384 weights per expert: whole nested groups
+    W = ref.to_dtype(rng.standard_normal((E, N, K)) * 0.05, dt)
+    packed, state = kbit.quantize_4bit(dev(lib, W), blocksize=64, quant_type="nf4", compress_statistics=nested)
+    ref_packed, ref_state = kbit.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=nested)
+    ids = rng.integers(0, E, size=(T, top_k)).astype(np.int32)
+    A = ref.to_dtype(rng.standard_normal((T, top_k, K)), dt)
+    comb = rng.standard_normal((T, top_k)).astype(np.float32) if with_combine else None
+    Y = kbit.gemm_4bit_grouped(dev(lib, A), packed, state, dev(lib, ids),
+                               combine=None if comb is None else dev(lib, comb))
+    assert_device_output(Y, lib)
+    Y_cpu = kbit.gemm_4bit_grouped(A, ref_packed, ref_state, ids, combine=comb)
+    Wd = kbit.dequantize_4bit(ref_packed, ref_state).astype(np.float64)
+    a = A.astype(np.float64)
+    exact = np.einsum("tjk,tjnk->tjn", a, Wd[ids])
+    mag = np.einsum("tjk,tjnk->tjn", np.abs(a), np.abs(Wd[ids]))
+    eps = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}[dt]
+    bound = K * 2.0**-24 * mag + eps * (mag + np.abs(exact))
+    if comb is not None:  # each y rounded to dt, then the fp32 weighted sum and one more rounding
+        c = np.abs(comb.astype(np.float64))[:, :, None]
+        exact = (comb.astype(np.float64)[:, :, None] * exact).sum(axis=1)
+        bound = (c * (bound + eps * mag)).sum(axis=1) + (top_k + 1) * 2.0**-24 * (c * mag).sum(axis=1) \
+            + eps * np.abs(exact) + 1e-30
+    got, want = host(Y).astype(np.float64), Y_cpu.astype(np.float64)
+    assert got.shape == want.shape == exact.shape
+    assert np.all(np.abs(got - exact) <= bound)
+    assert np.all(np.abs(got - want) <= 2 * bound)
+    bad = ids.copy()
+    bad[3, 1] = E
+    with pytest.raises(kbit.KbitError, match=rf"ids\[7\] \(token 3, slot 1\) is {E}, must be in \[0, {E}\)"):
+        kbit.gemm_4bit_grouped(dev(lib, A), packed, state, dev(lib, bad))
+
+
+@pytest.mark.parametrize("dt", DTS)
 @pytest.mark.parametrize("q", QS)
 def test_odd_sizes_and_every_blocksize(lib, cpu, rng, dt, q):
     """An odd element count (a half-filled last byte, a partial last block) at each blocksize."""
