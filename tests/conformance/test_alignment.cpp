@@ -98,6 +98,40 @@ TEMPLATE_TEST_CASE("alignment: 4-bit quantize, dequantize and GEMV give the same
     });
 }
 
+TEMPLATE_TEST_CASE("alignment: the grouped 4-bit GEMM gives the same bytes at any element-aligned address",
+                   "[4bit][alignment][grouped][fn:kbit_gemm_4bit_grouped]", float, kbit_half, kbit_bf16) {
+    if (!backend().has_4bit()) return;
+    using T = TestType;
+    constexpr int64_t E = 3, N = 24, K = 192, bs = 64, tokens = 5, top_k = 2, n = E * N * K;
+    const auto a = element_bytes<T>(static_cast<size_t>(tokens * K), 21);
+    const auto w = random_bytes(static_cast<size_t>(n / 2), 22);
+    std::vector<float> scales(static_cast<size_t>(n / bs));
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.01f + 0.001f * static_cast<float>(i % 37);
+    const std::vector<int32_t> ids = {0, 1, 2, 0, 1, 1, 0, 2, 2, 1};
+    const std::vector<float> comb = {0.5f, -1.25f, 0.75f, 0.125f, 2.0f, -0.5f, 1.0f, 0.25f, -0.75f, 1.5f};
+    for (bool with_combine : {false, true}) {
+        DYNAMIC_SECTION((with_combine ? "combine" : "rows")) {
+            check_same_bytes_shifted([&](size_t shift) {
+                const size_t se = shift ? misaligned_shift<T>() : 0, sf = shift ? 4 : 0, sb = shift;
+                const int64_t out_elems = with_combine ? tokens * N : tokens * top_k * N;
+                Shifted dA(a.size(), se), dB(w.size(), sb), dabs(scales.size() * 4, sf), dids(ids.size() * 4, sf),
+                    dcomb(comb.size() * 4, sf), dout(static_cast<size_t>(out_elems) * sizeof(T), se);
+                dA.upload(a.data());
+                dB.upload(w.data());
+                dabs.upload(scales.data());
+                dids.upload(ids.data());
+                dcomb.upload(comb.data());
+                require_ok(backend().fns_4bit.kbit_gemm_4bit_grouped(
+                               kbit::Elem<T>::dtype, dA.as<T>(), 1, dB.as<uint8_t>(), dabs.as<float>(), nullptr,
+                               nullptr, nullptr, E, N, K, bs, KBIT_QUANT_NF4, dids.as<int32_t>(), tokens, top_k,
+                               with_combine ? dcomb.as<float>() : nullptr, dout.as<T>(), nullptr),
+                           "kbit_gemm_4bit_grouped");
+                return std::vector<std::vector<uint8_t>>{dout.download()};
+            });
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("alignment: 8-bit blockwise quantize and dequantize give the same bytes at any element-aligned address",
                    "[8bit][alignment]" FN_8BIT_QUANTIZE FN_8BIT_DEQUANTIZE, float, kbit_half, kbit_bf16) {
     if (!backend().has_8bit()) return;
