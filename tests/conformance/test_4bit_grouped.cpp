@@ -70,7 +70,7 @@ kbit_status grouped(const Problem<T>& p, bool with_combine, std::vector<T>* got,
     const int64_t out_elems = with_combine ? p.tokens * p.N : p.pairs() * p.N;
     DeviceBuffer<T> dA(p.A), out(static_cast<size_t>(out_elems));
     std::vector<T> fill(static_cast<size_t>(out_elems));
-    std::memset(static_cast<void*>(fill.data()), 0x5a, fill.size() * sizeof(T));
+    if (!fill.empty()) std::memset(static_cast<void*>(fill.data()), 0x5a, fill.size() * sizeof(T));  // no NULL to memset
     out.upload(fill);
     DeviceBuffer<uint8_t> dB(p.B), dq8(p.q8.empty() ? std::vector<uint8_t>{0} : p.q8);
     DeviceBuffer<float> dabs(p.absmax), dcode(p.code), doff(p.offset),
@@ -220,7 +220,7 @@ TEST_CASE("4bit grouped gemm: bad input gets its message and writes nothing", "[
     const std::string fn = "kbit_gemm_4bit_grouped: ";
     Problem<T> p(3, 8, 64, 64, 2, 2, 1, false, KBIT_QUANT_NF4, 5);
     std::vector<T> got, fill(static_cast<size_t>(p.pairs() * p.N));
-    std::memset(static_cast<void*>(fill.data()), 0x5a, fill.size() * sizeof(T));
+    if (!fill.empty()) std::memset(static_cast<void*>(fill.data()), 0x5a, fill.size() * sizeof(T));  // no NULL to memset
     const int32_t bad_ids[] = {0, 1, 2, 7};
     check_invalid(grouped(p, false, &got, bad_ids), fn + "ids[3] (token 1, slot 1) is 7, must be in [0, 3)");
     CHECK(same_bytes(got, fill));
