@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,19 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         if (t->ndim == 3) return name;
         return name.size() > 7 ? name.substr(0, name.size() - 7) : "";
     };
+    // The router of a block with fused experts, P.gate.weight beside P.experts.NAME, is kept dense by
+    // default: transformers v5 holds it as a bare parameter, not an nn.Linear, so bitsandbytes never
+    // quantizes it and a model loads it dense.
+    std::set<std::string> routers;
+    if (o.default_skip)
+        for (size_t i = 0; i < count; ++i) {
+            const kbit_io_tensor* t;
+            check_io(kbit_io_tensor_at(j.ck, i, &t));
+            if (!is_experts(t)) continue;
+            const std::string name = t->name;
+            const size_t experts = name.rfind(".experts.");
+            routers.insert((experts == std::string::npos ? std::string() : name.substr(0, experts + 1)) + "gate");
+        }
     auto quantizes = [&](const kbit_io_tensor* t) {
         const std::string name = t->name;
         bool q = t->ndim == 2 && kbit_dtype_of(t->dtype) >= 0 && name.size() > 7 &&
@@ -127,7 +141,7 @@ int run_quantize_job(Job& j, const QuantOptions& o) {
         if (o.format != KBIT_IO_FORMAT_INT8 && is_experts(t) && kbit_dtype_of(t->dtype) >= 0 && t->numel > 0) q = true;
         const std::string module = module_of(t);
         for (const std::string& p : skip) q = q && !matches(module, p);
-        return q;
+        return q && !(t->ndim == 2 && routers.count(module) > 0);
     };
     // Every output tensor declared first, so each shard's bytes are written once (docs/cli.md). Not
     // with --double-quant: a nested layer's quant_state size depends on the offset it gets.

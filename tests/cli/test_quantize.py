@@ -59,6 +59,8 @@ MODEL = {
     # fused MoE experts (transformers v5, [E, N, K]): 4-bit parameters under their own key; int8 copies them
     "model.layers.0.mlp.experts.gate_up_proj": (4, 48, 64), "model.layers.0.mlp.experts.down_proj": (4, 64, 24),
     "model.layers.1.mlp.experts.router_bias": (4, 3),  # 2-D: not an experts weight, copied
+    # the router beside fused experts stays dense by default; a gate without experts beside it is a linear
+    "model.layers.0.mlp.gate.weight": (4, H), "model.layers.1.mlp.gate.weight": (4, H),
 }
 BASE = {k: rng.standard_normal(s).astype(np.float32) * 0.3 for k, s in MODEL.items()}
 BASE["model.layers.1.mlp.down_proj.weight"][0, :40] = 0.0  # a zero block
@@ -88,6 +90,9 @@ def quantized(name, shape, skip=(), fmt="nf4"):
         return False
     if any(s in module for s in DEFAULT_SKIP):
         return False
+    if module.endswith(".gate") and any(is_experts(k, v) and k.startswith(module[:-len("gate")] + "experts.")
+                                        for k, v in MODEL.items()):
+        return False  # the router of a fused-experts block
     return not any(module == s or f".{s}." in f".{module}." for s in skip)
 
 

@@ -168,9 +168,9 @@ def parse_choices(stdout):
 
 tmp = Path(tempfile.mkdtemp(prefix="kbit-moe-layer-"))
 CASES = [  # name, router dtype in the input, quantize options, top_k, tokens, renormalize
-    ("nf4", "BF16", ["--nf4", "--skip", "mlp.gate"], 2, 5, True),
+    ("nf4", "BF16", ["--nf4"], 2, 5, True),  # the router stays dense by default, as transformers v5 keeps it
     ("fp4-nested-bs32", "F16", ["--fp4", "--double-quant", "--blocksize", "32", "--skip", "mlp.gate"], 3, 5, True),
-    ("nf4-4bit-router", "F32", ["--nf4"], 2, 64, False),
+    ("nf4-4bit-router", "F32", ["--nf4", "--no-default-skip"], 2, 64, False),
 ]
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}
 block = write_block(1, [(5, 2), (5, 3), (64, 2)])
@@ -195,7 +195,7 @@ for name, rdt, opts, top_k, tokens, norm in CASES:
         shown = out
     w = load_file(str(deq))
     router_is_4bit = f"{PREFIX}.gate.weight.absmax" in load_file(str(q))
-    check(router_is_4bit == ("--skip" not in opts), f"{name}: the router is 4-bit exactly without --skip")
+    check(router_is_4bit == ("--no-default-skip" in opts), f"{name}: the router is 4-bit exactly with --no-default-skip")
     check(f"router {'nf4' if router_is_4bit else rdt}\n" in out, f"{name}: the summary names the router: {out}")
     x = inputs(tokens)
     check(margin_ok(w[f"{PREFIX}.gate.weight"].astype(np.float64), x, top_k),
