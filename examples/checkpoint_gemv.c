@@ -19,8 +19,12 @@
 #include "kbit/kbit.h"
 #include "kbit/kbit_io.h"
 
+/* `what` is NULL for the libraries' messages, which already start with the function's name. */
 static int fail(const char* what, const char* message) {
-    fprintf(stderr, "kbit_checkpoint_gemv: %s: %s\n", what, message);
+    if (what != NULL)
+        fprintf(stderr, "kbit_checkpoint_gemv: %s: %s\n", what, message);
+    else
+        fprintf(stderr, "kbit_checkpoint_gemv: %s\n", message);
     return 1;
 }
 
@@ -34,9 +38,9 @@ int main(int argc, char** argv) {
         fprintf(stderr, "usage: kbit_checkpoint_gemv CHECKPOINT PREFIX\n");
         return 2;
     }
-    if (kbit_io_open(argv[1], &ck) != KBIT_STATUS_SUCCESS) return fail("kbit_io_open", kbit_io_last_error_message());
+    if (kbit_io_open(argv[1], &ck) != KBIT_STATUS_SUCCESS) return fail(NULL, kbit_io_last_error_message());
     if (kbit_io_quant_find(ck, argv[2], &q) != KBIT_STATUS_SUCCESS) {
-        rc = fail("kbit_io_quant_find", kbit_io_last_error_message());
+        rc = fail(NULL, kbit_io_last_error_message());
         kbit_io_close(ck);
         return rc;
     }
@@ -56,7 +60,7 @@ int main(int argc, char** argv) {
     if (q->nested) {
         if (kbit_nested_absmax_dequantize(q->absmax, q->nested_quant_map, q->nested_absmax, q->nested_offset, absmax,
                                           (int64_t)q->blocks, q->nested_blocksize, NULL) != KBIT_STATUS_SUCCESS)
-            return fail("kbit_nested_absmax_dequantize", kbit_last_error_message());
+            return fail(NULL, kbit_last_error_message());
     } else {
         memcpy(absmax, q->absmax, q->absmax_bytes);
     }
@@ -64,11 +68,11 @@ int main(int argc, char** argv) {
     /* y = W x: m = rows, n = 1, k = cols, ldb = cols / 2 (the packed weight is row-major [rows, cols]). */
     if (cgemm_4bit_inference_naive_fp32(rows, 1, cols, x, (unsigned char*)q->weight, absmax, code, y, rows,
                                         cols / 2, rows, q->blocksize, NULL) != KBIT_STATUS_SUCCESS)
-        return fail("cgemm_4bit_inference_naive_fp32", kbit_last_error_message());
+        return fail(NULL, kbit_last_error_message());
     /* The reference: the same weight dequantized, multiplied in double. */
     if (kbit_dequantize_4bit(q->format == KBIT_IO_FORMAT_NF4 ? KBIT_QUANT_NF4 : KBIT_QUANT_FP4, KBIT_DTYPE_FP32,
                              q->weight, absmax, w, q->blocksize, (int64_t)q->numel, NULL) != KBIT_STATUS_SUCCESS)
-        return fail("kbit_dequantize_4bit", kbit_last_error_message());
+        return fail(NULL, kbit_last_error_message());
     for (r = 0; r < rows; ++r) {
         double ref = 0.0, mag = 0.0;
         for (c = 0; c < cols; ++c) {
