@@ -20,7 +20,7 @@
  * PREFIX is the block ("model.layers.0.mlp"), TOP_K config.json's num_experts_per_tok. The input is T
  * tokens (default 4) generated deterministically by input_value() below; --out writes the output
  * [T, H] as raw float32 in the machine's byte order. The router weight may be dense (float32, float16
- * or bfloat16, as transformers keeps it) or a 4-bit layer (`kbit quantize` without `--skip mlp.gate`).
+ * or bfloat16, as transformers keeps it and `kbit quantize` leaves it) or a 4-bit layer (`--no-default-skip`).
  * Exit status 0 on success, 1 when the checkpoint has no such MoE block or a call fails, 2 for a
  * usage error. Host memory throughout: run it on the CPU backend (KBIT_BACKEND=cpu), or copy the
  * arrays to the device first for another one.
