@@ -128,11 +128,8 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
     KBIT_GROUPED_TRY(sync(fn, stream));  // the inputs were written on `stream`
     std::vector<int32_t> id(static_cast<size_t>(pairs));
     KBIT_GROUPED_TRY(to_host(fn, id.data(), ids, pairs * 4));
-    for (int64_t p = 0; p < pairs; ++p)
-        if (id[p] < 0 || id[p] >= experts) return expert_id_error(fn, p / top_k, p % top_k, top_k, id[p], experts);
-    std::vector<int32_t> order(static_cast<size_t>(pairs));
-    for (int64_t p = 0; p < pairs; ++p) order[p] = static_cast<int32_t>(p);
-    std::stable_sort(order.begin(), order.end(), [&id](int32_t a, int32_t b) { return id[a] < id[b]; });
+    std::vector<int32_t> order;
+    KBIT_GROUPED_TRY(grouped_pairs_by_expert(fn, id.data(), pairs, top_k, experts, &order));
 
     const bool nested = absmax_8bit != nullptr;
     std::vector<T> kept(combine != nullptr ? static_cast<size_t>(pairs * N) : 0);  // rows for the combine

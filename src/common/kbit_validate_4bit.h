@@ -3,6 +3,9 @@
 // failure (already recorded); `*empty` says the call has nothing to do.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "kbit_args.h"
 
 namespace kbit {
@@ -100,7 +103,7 @@ inline kbit_status validate_gemm_4bit(const char* fn, const void* A, const void*
 
 // kbit_gemm_4bit_grouped: scalars (dtype, quant_type, sizes and their limits, a_rows_per_token), then the
 // empty rule (no token, no choice or no output feature), then the pointers. The expert ids are device
-// memory: each backend checks them in its operation with expert_id_error's message before writing.
+// memory: each backend checks them in its operation (grouped_pairs_by_expert) before writing.
 inline kbit_status validate_gemm_4bit_grouped(const char* fn, int32_t dtype, const void* A, int64_t a_rows_per_token,
                                               const void* B, const float* absmax, const uint8_t* absmax_8bit,
                                               const float* absmax_code, const float* absmax_offset, int64_t experts,
@@ -133,12 +136,20 @@ inline kbit_status validate_gemm_4bit_grouped(const char* fn, int32_t dtype, con
     return a.status();
 }
 
-// The failure of kbit_gemm_4bit_grouped for the first expert id out of range, in (token, slot) order.
-inline kbit_status expert_id_error(const char* fn, int64_t token, int64_t slot, int64_t top_k, int32_t id,
-                                   int64_t experts) {
-    return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ids[%lld] (token %lld, slot %lld) is %d, must be in [0, %lld)",
-                     static_cast<long long>(token * top_k + slot), static_cast<long long>(token), static_cast<long long>(slot),
-                     static_cast<int>(id), static_cast<long long>(experts));
+// kbit_gemm_4bit_grouped's ids, read to the host: checks each (the first out of range, in (token, slot)
+// order, fails with a message naming it) and fills `order` with the pairs t * top_k + j sorted by expert,
+// in (t, j) order within an expert: the rows each expert's one cgemm_4bit takes, in the loop's order.
+inline kbit_status grouped_pairs_by_expert(const char* fn, const int32_t* ids, int64_t pairs, int64_t top_k,
+                                           int64_t experts, std::vector<int32_t>* order) {
+    for (int64_t p = 0; p < pairs; ++p)
+        if (ids[p] < 0 || ids[p] >= experts)
+            return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ids[%lld] (token %lld, slot %lld) is %d, must be in [0, %lld)",
+                             static_cast<long long>(p), static_cast<long long>(p / top_k),
+                             static_cast<long long>(p % top_k), static_cast<int>(ids[p]), static_cast<long long>(experts));
+    order->resize(static_cast<size_t>(pairs));
+    for (int64_t p = 0; p < pairs; ++p) (*order)[p] = static_cast<int32_t>(p);
+    std::stable_sort(order->begin(), order->end(), [ids](int32_t a, int32_t b) { return ids[a] < ids[b]; });
+    return KBIT_STATUS_SUCCESS;
 }
 
 // Whether expert e of an [experts, N, K] weight has a slice that cgemm_4bit can take: its first element

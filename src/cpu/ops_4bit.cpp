@@ -122,11 +122,9 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
                               QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
                               T* out, void* stream) {
     const int64_t pairs = tokens * top_k;  // <= 2^31 - 1 (validated)
-    for (int64_t p = 0; p < pairs; ++p)
-        if (ids[p] < 0 || ids[p] >= experts) return expert_id_error(fn, p / top_k, p % top_k, top_k, ids[p], experts);
-    std::vector<int32_t> order(static_cast<size_t>(pairs));
-    for (int64_t p = 0; p < pairs; ++p) order[p] = static_cast<int32_t>(p);
-    std::stable_sort(order.begin(), order.end(), [ids](int32_t a, int32_t b) { return ids[a] < ids[b]; });
+    std::vector<int32_t> order;
+    const kbit_status checked = grouped_pairs_by_expert(fn, ids, pairs, top_k, experts, &order);
+    if (checked != KBIT_STATUS_SUCCESS) return checked;
 
     const bool nested = absmax_8bit != nullptr;
     // With combine every row is kept (rounded to T) until the weighted sums; without, rows go to out directly.
