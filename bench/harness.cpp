@@ -199,54 +199,75 @@ bool selected(const std::string& kernel, const std::string& dtype, const std::st
 
 Result measure(const std::string& kernel, const std::string& dtype, const std::string& shape, int threads,
                const Traffic& traffic, const std::function<void()>& run, const std::string& note) {
-    Result r;
-    r.kernel = kernel;
-    r.dtype = dtype;
-    r.shape = shape;
-    r.threads = threads;
-    r.traffic = traffic;
-    r.note = note;
-    omp_set_num_threads(threads);
-    run();  // warm-up: page faults, lazy initialisation, dispatch
-    std::vector<double> times, reads, writes, copies, updates, pct;
-    for (int round = 0; round < g_options.rounds; ++round) {
-        Roofline m;
-        // The write probe first: its 960 MB of non-temporal stores were still draining when a kernel
-        // right behind it started, which cost read-mostly kernels 5-12% (NF4 GEMV on the Intel
-        // guest, 2026-12-03: every 2-thread row 2-8 points lower); the read probe just before the
-        // call leaves the memory system as a stream of reads does.
-        m.write_gbs = g_probes->write_gbs();
-        m.read_gbs = g_probes->read_gbs(traffic.read_streams);
-        const double t0 = probe_now();
-        run();
-        const double dt = probe_now() - t0;
-        m.copy_gbs = g_probes->copy_gbs();
-        if (traffic.in_place) m.update_gbs = g_probes->update_gbs();
-        times.push_back(dt);
-        reads.push_back(m.read_gbs);
-        writes.push_back(m.write_gbs);
-        copies.push_back(m.copy_gbs);
-        updates.push_back(m.update_gbs);
-        pct.push_back(100.0 * m.limit_seconds(traffic) / dt);
+    return measure_alternating({Case{kernel, dtype, shape, threads, traffic, run, note}}).front();
+}
+
+std::vector<Result> measure_alternating(const std::vector<Case>& cases) {
+    struct Samples {
+        std::vector<double> times, reads, writes, copies, updates, pct;
+    };
+    std::vector<Samples> samples(cases.size());
+    for (const Case& c : cases) {  // warm-up: page faults, lazy initialisation, dispatch
+        omp_set_num_threads(c.threads);
+        c.run();
     }
-    r.seconds = median(times);
-    r.gbs = traffic.bytes() / r.seconds / 1e9;
-    r.machine.read_gbs = median(reads);
-    r.machine.write_gbs = median(writes);
-    r.machine.copy_gbs = median(copies);
-    r.machine.update_gbs = median(updates);
-    r.limit_gbs = traffic.bytes() / r.machine.limit_seconds(traffic) / 1e9;
-    r.pct_of_limit = median(pct);
-    std::string row_note = r.note;
-    if (r.pct_of_limit > 100.0) row_note += std::string(row_note.empty() ? "" : "; ") + "ABOVE ITS LIMIT: the limit is wrong";
-    char update[32] = "";  // measured for in-place kernels only
-    if (traffic.in_place) std::snprintf(update, sizeof update, "%.2f", r.machine.update_gbs);
-    std::printf("%s,%s,%s,%d,%.0f,%.0f,%d,%.6f,%.2f,%.2f,%.2f,%.2f,%s,%.2f,%s,%.1f,%s\n", r.kernel.c_str(),
-                r.dtype.c_str(), r.shape.c_str(), r.threads, traffic.read, traffic.write, traffic.read_streams,
-                r.seconds * 1e3, r.gbs, r.machine.read_gbs, r.machine.write_gbs, r.machine.copy_gbs, update,
-                r.limit_gbs, r.machine.bound(traffic), r.pct_of_limit, row_note.c_str());
+    for (int round = 0; round < g_options.rounds; ++round)
+        for (size_t i = 0; i < cases.size(); ++i) {
+            const Case& c = cases[i];
+            Samples& s = samples[i];
+            omp_set_num_threads(c.threads);
+            Roofline m;
+            // The write probe first: its 960 MB of non-temporal stores were still draining when a
+            // kernel right behind it started, which cost read-mostly kernels 5-12% (NF4 GEMV on the
+            // Intel guest, 2026-12-03: every 2-thread row 2-8 points lower); the read probe just
+            // before the call leaves the memory system as a stream of reads does.
+            m.write_gbs = g_probes->write_gbs();
+            m.read_gbs = g_probes->read_gbs(c.traffic.read_streams);
+            const double t0 = probe_now();
+            c.run();
+            const double dt = probe_now() - t0;
+            m.copy_gbs = g_probes->copy_gbs();
+            if (c.traffic.in_place) m.update_gbs = g_probes->update_gbs();
+            s.times.push_back(dt);
+            s.reads.push_back(m.read_gbs);
+            s.writes.push_back(m.write_gbs);
+            s.copies.push_back(m.copy_gbs);
+            s.updates.push_back(m.update_gbs);
+            s.pct.push_back(100.0 * m.limit_seconds(c.traffic) / dt);
+        }
+    std::vector<Result> results;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        const Samples& s = samples[i];
+        const Traffic& traffic = c.traffic;
+        Result r;
+        r.kernel = c.kernel;
+        r.dtype = c.dtype;
+        r.shape = c.shape;
+        r.threads = c.threads;
+        r.traffic = traffic;
+        r.note = c.note;
+        r.seconds = median(s.times);
+        r.gbs = traffic.bytes() / r.seconds / 1e9;
+        r.machine.read_gbs = median(s.reads);
+        r.machine.write_gbs = median(s.writes);
+        r.machine.copy_gbs = median(s.copies);
+        r.machine.update_gbs = median(s.updates);
+        r.limit_gbs = traffic.bytes() / r.machine.limit_seconds(traffic) / 1e9;
+        r.pct_of_limit = median(s.pct);
+        std::string row_note = r.note;
+        if (r.pct_of_limit > 100.0)
+            row_note += std::string(row_note.empty() ? "" : "; ") + "ABOVE ITS LIMIT: the limit is wrong";
+        char update[32] = "";  // measured for in-place kernels only
+        if (traffic.in_place) std::snprintf(update, sizeof update, "%.2f", r.machine.update_gbs);
+        std::printf("%s,%s,%s,%d,%.0f,%.0f,%d,%.6f,%.2f,%.2f,%.2f,%.2f,%s,%.2f,%s,%.1f,%s\n", r.kernel.c_str(),
+                    r.dtype.c_str(), r.shape.c_str(), r.threads, traffic.read, traffic.write, traffic.read_streams,
+                    r.seconds * 1e3, r.gbs, r.machine.read_gbs, r.machine.write_gbs, r.machine.copy_gbs, update,
+                    r.limit_gbs, r.machine.bound(traffic), r.pct_of_limit, row_note.c_str());
+        results.push_back(r);
+    }
     std::fflush(stdout);
-    return r;
+    return results;
 }
 
 bool register_suite(const char* name, SuiteFn fn) {

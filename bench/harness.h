@@ -91,6 +91,20 @@ const Options& options();
 Result measure(const std::string& kernel, const std::string& dtype, const std::string& shape, int threads,
                const Traffic& traffic, const std::function<void()>& run, const std::string& note = "");
 
+// One timed call for measure_alternating(): what measure() takes.
+struct Case {
+    std::string kernel, dtype, shape;
+    int threads = 1;
+    Traffic traffic;
+    std::function<void()> run;
+    std::string note;
+};
+
+// Times the cases in turn within each round (a, b, c, a, b, c, ...), each call beside its own probes
+// as measure() times it, so that the rows compared with each other share the same minutes of a
+// shared machine; prints a row per case, in their order. measure() is this with one case.
+std::vector<Result> measure_alternating(const std::vector<Case>& cases);
+
 // The traffic of a kernel that reads n bytes and writes n * out_bytes (2 or 4) non-temporally, with
 // none of its work (each byte zero-extended): beside a kernel with that traffic, the share of its
 // limit that memory alone allows. n a multiple of 64, out aligned to 64 bytes.
