@@ -14,9 +14,11 @@
 // blocks hold their scales). ggml's activations in Q8 stay in cache and add no traffic.
 //
 // Before timing, every row's result is checked against the fp32 product of the unquantized weights
-// (relative RMS error, on stderr); a row far off is not timed.
+// (relative RMS error, on stderr); a row far off is not timed. A last row per group reads kbit's
+// weights with no work (fold_bytes).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -80,6 +82,27 @@ struct Nf4Weights {
     }
     size_t copies() const { return packed.size(); }
 };
+
+// Reads n bytes at p (n a multiple of 64, p 64-byte aligned) over the OpenMP threads, folding them
+// into an XOR: the weights' traffic with none of the work. On the Zen 4 guest a short cold read of a
+// few MB ran at twice the rate of the probe's sustained 512 MB pass (17 against 8 GB/s, one thread),
+// so beside kernels whose calls are that short this row says what memory alone allows.
+uint64_t fold_bytes(const uint8_t* p, size_t n) {
+    typedef uint64_t Bytes32 __attribute__((vector_size(32), aligned(32), may_alias));
+    uint64_t folded = 0;
+#pragma omp parallel reduction(^ : folded)
+    {
+        Bytes32 acc0 = {0, 0, 0, 0}, acc1 = acc0;
+#pragma omp for schedule(static) nowait
+        for (size_t i = 0; i < n; i += 64) {
+            acc0 ^= *reinterpret_cast<const Bytes32*>(p + i);
+            acc1 ^= *reinterpret_cast<const Bytes32*>(p + i + 32);
+        }
+        const Bytes32 acc = acc0 ^ acc1;
+        folded ^= acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+    }
+    return folded;
+}
 
 // Relative RMS difference of out from ref (M * N each).
 double relative_error(const float* out, const std::vector<double>& ref, size_t n) {
@@ -197,6 +220,12 @@ void engine_cases(const EngineShape& s) {
             }
 #endif
             if (gemm_ok) add("kbit_nf4_gemm" + ms, traffic, [&, M] { gemm(M); }, "kbit cgemm_4bit_fp32 NF4 blocksize 64");
+            add("read_nf4" + ms, traffic, [&] {
+                const size_t c = next++ % nf4.copies();
+                if ((fold_bytes(nf4.packed[c], N * K / 2) ^ fold_bytes(reinterpret_cast<const uint8_t*>(nf4.absmax[c]),
+                                                                      4 * (N * K / kBlocksize))) == 42)
+                    std::puts("");  // keeps the reads
+            }, "no work (kbit's weight bytes read once)");
             if (!cases.empty()) measure_alternating(cases);
         }
 }
