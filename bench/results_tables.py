@@ -347,6 +347,107 @@ def insn_table(table):
     return table_lines(header, body)
 
 
+def pct_text(row):
+    pct = fnum(row, "pct_of_limit")
+    flag = " (above)" if pct > 100.0 or ABOVE_FLAG in row.get("note", "") else ""
+    return f"{pct:.0f}%{flag}"
+
+
+def engine_table(table):
+    """kbit_bench --suite engine: a row per (shape, M, threads), a column per implementation (the
+    kernel column is IMPL_M<M>: kbit_nf4_naive, kbit_nf4_gemm, ggml_<type>_repack / _plain, and
+    read_nf4, the no-work read), each cell its ms, GB/s and % of its own limit; the limit column is
+    kbit's (ggml's differs only in the read probe's stream count). Each case from the first source
+    that has it; where a source holds a case more than once, the median-% repeat."""
+    impls = table["impls"]
+    cases, order = {}, []
+    for src in table["sources"]:
+        added = False
+        for r in read_csv(src["csv"]):
+            if not matches(r, src.get("where")):
+                continue
+            m = re.match(r"^(.*)_M(\d+)$", r["kernel"])
+            if not m or m.group(1) not in impls:
+                continue
+            case = (r["shape"], int(m.group(2)), int(r["threads"]))
+            if case in cases and cases[case][0] is not src:
+                continue
+            if case not in cases:
+                cases[case] = (src, {})
+                order.append(case)
+                added = True
+            cases[case][1].setdefault(m.group(1), []).append(r)
+        if not added:
+            raise DataError(f"{table['title']}: {src['csv']} adds no case; drop it from current.json")
+    header = ["shape (out x in)", "M", "threads", "limit GB/s (bound)"]
+    header += [f"{impls[i]}: ms, GB/s, %" for i in impls] + ["run"]
+    body = []
+    for case in sorted(order, key=lambda c: (shape_rank(c[0]), c[1], c[2])):
+        src, by_impl = cases[case]
+        limit_row = None
+        cells = []
+        for impl in impls:
+            rows = by_impl.get(impl)
+            if not rows:
+                cells.append("-")
+                continue
+            row = median_row(rows, lambda r: fnum(r, "pct_of_limit"))
+            if limit_row is None and impl.startswith("kbit"):
+                limit_row = row
+            cells.append(f"{fnum(row, 'ms'):.3f}, {fnum(row, 'gbs'):.1f}, {pct_text(row)}")
+        limit_row = limit_row or median_row(next(iter(by_impl.values())), lambda r: fnum(r, "pct_of_limit"))
+        body.append([case[0], str(case[1]), str(case[2]),
+                     f"{fnum(limit_row, 'limit_gbs'):.1f} ({limit_row['bound']})"] + cells + [run_cell(src)])
+    return table_lines(header, body)
+
+
+def moe_table(table):
+    """kbit_bench --suite moe: a row per (shape, tokens, threads, dtype), a column per implementation
+    (the kernel column: moe_grouped_nf4, moe_loop_nf4, moe_ggml_<type>_repack), each cell its ms,
+    GB/s of the touched experts' traffic and % of its own limit. The shape column's _T<n> suffix is
+    the token count."""
+    impls = table["impls"]
+    cases, order = {}, []
+    for src in table["sources"]:
+        added = False
+        for r in read_csv(src["csv"]):
+            if not matches(r, src.get("where")) or r["kernel"] not in impls:
+                continue
+            m = re.match(r"^(.*)_T(\d+)$", r["shape"])
+            if not m:
+                raise DataError(f"{src['csv']}: moe shape {r['shape']!r} lacks its _T<tokens>")
+            case = (m.group(1), int(m.group(2)), int(r["threads"]), r["dtype"])
+            if case in cases and cases[case][0] is not src:
+                continue
+            if case not in cases:
+                cases[case] = (src, {})
+                order.append(case)
+                added = True
+            cases[case][1].setdefault(r["kernel"], []).append(r)
+        if not added:
+            raise DataError(f"{table['title']}: {src['csv']} adds no case; drop it from current.json")
+    shapes = []
+    for c in order:
+        if c[0] not in shapes:
+            shapes.append(c[0])
+    header = ["experts (shape)", "tokens", "threads", "dtype"]
+    header += [f"{impls[i]}: ms, GB/s, %" for i in impls] + ["run"]
+    body = []
+    dtypes = {d: i for i, d in enumerate(DTYPE_ORDER)}
+    for case in sorted(order, key=lambda c: (shapes.index(c[0]), c[1], c[2], dtypes.get(c[3], 99))):
+        src, by_impl = cases[case]
+        cells = []
+        for impl in impls:
+            rows = by_impl.get(impl)
+            if not rows:
+                cells.append("-")
+                continue
+            row = median_row(rows, lambda r: fnum(r, "pct_of_limit"))
+            cells.append(f"{fnum(row, 'ms'):.3f}, {fnum(row, 'gbs'):.1f}, {pct_text(row)}")
+        body.append([case[0], str(case[1]), str(case[2]), case[3]] + cells + [run_cell(src)])
+    return table_lines(header, body)
+
+
 def source_line(src):
     return f"[{src['csv']}](results/{src['csv']}): {src.get('about', '')}".rstrip(": ")
 
@@ -379,6 +480,10 @@ def render(manifest):
             out += uarch_table(table)
         elif kind == "insn":
             out += insn_table(table)
+        elif kind == "engine":
+            out += engine_table(table)
+        elif kind == "moe":
+            out += moe_table(table)
         else:
             raise DataError(f"{table['title']}: unknown kind {kind!r}")
         out += [""]
