@@ -227,10 +227,45 @@ void moe_cases(const MoeShape& s, const std::vector<int64_t>& token_counts) {
     const int64_t copies = std::max<int64_t>(2, static_cast<int64_t>(double(cold_bytes()) / (E * nf4_expert)) + 1);
     const Nf4Experts nf4(distinct, E, per, copies);
 
-    for (int64_t tokens : token_counts) {
+    std::vector<std::vector<std::vector<int32_t>>> all_ids;
+    for (int64_t tokens : token_counts) all_ids.push_back(routings(tokens, s.top_k, E));
+
+#ifdef KBIT_BENCH_HAVE_GGML
+    // One ggml product per format for every token count: the weights quantized and uploaded once.
+    using ggml_peer::Format;
+    struct Peer {
+        Format format;
+        std::string kernel, note;
+        std::unique_ptr<ggml_peer::MatMulId> mm;
+    };
+    std::vector<Peer> peers;
+    for (Format f : {Format::q4_0, Format::iq4_nl, Format::q4_k}) {
+        const std::string kernel = std::string("moe_ggml_") + ggml_peer::format_name(f) + "_repack";
+        bool wanted = false;
+        for (int64_t t : token_counts) wanted = wanted || selected(kernel, "fp32", s.name + "_T" + std::to_string(t));
+        if (!wanted) continue;
+        const double expert_bytes = per * ggml_peer::bytes_per_weight(f);
+        const int64_t ggml_copies = std::max<int64_t>(2, static_cast<int64_t>(double(cold_bytes()) / (E * expert_bytes)) + 1);
+        auto mm = std::make_unique<ggml_peer::MatMulId>(f, true, distinct, E, N, K, rows, s.top_k, ggml_copies,
+                                                        token_counts, all_ids);
+        if (!mm->ok()) {
+            std::fprintf(stderr, "note: %s %s not timed: %s\n", kernel.c_str(), s.name.c_str(), mm->why_not().c_str());
+            continue;
+        }
+        const std::string note = ggml_peer::version() + " mul_mat_id " + ggml_peer::format_name(f) +
+                                 " in CPU_REPACK as " + mm->layout();
+        peers.push_back({f, kernel, note, std::move(mm)});
+    }
+#else
+    std::fprintf(stderr, "note: moe %s: ggml was not built (configure with -DKBIT_BENCH_GGML=<prefix>, see "
+                         "bench/fetch-ggml); kbit's rows only\n", s.name.c_str());
+#endif
+
+    for (size_t ti = 0; ti < token_counts.size(); ++ti) {
+        const int64_t tokens = token_counts[ti];
         const std::string shape = s.name + "_T" + std::to_string(tokens);
         const int64_t pairs = tokens * s.top_k;
-        const std::vector<std::vector<int32_t>> ids = routings(tokens, s.top_k, E);
+        const std::vector<std::vector<int32_t>>& ids = all_ids[ti];
         std::vector<int64_t> touched(ids.front().begin(), ids.front().end());
         std::sort(touched.begin(), touched.end());
         const double experts_read = double(std::unique(touched.begin(), touched.end()) - touched.begin());
@@ -256,45 +291,26 @@ void moe_cases(const MoeShape& s, const std::vector<int64_t>& token_counts) {
         std::vector<float> widened(ref.size());
         for (size_t i = 0; i < ref.size(); ++i) widened[i] = kbit::Elem<kbit_bf16>::load(kbit16.out.p[i]);
         const bool kbit16_ok = checked("kbit_gemm_4bit_grouped bf16", shape, relative_error(widened.data(), ref));
-
 #ifdef KBIT_BENCH_HAVE_GGML
-        using ggml_peer::Format;
-        struct Peer {
-            std::string kernel, note;
-            double weight_bytes;
-            std::unique_ptr<ggml_peer::MatMulId> mm;
-        };
-        std::vector<Peer> peers;
-        for (Format f : {Format::q4_0, Format::iq4_nl, Format::q4_k}) {
-            const std::string kernel = std::string("moe_ggml_") + ggml_peer::format_name(f) + "_repack";
-            if (!selected(kernel, "fp32", shape)) continue;
-            const double expert_bytes = per * ggml_peer::bytes_per_weight(f);
-            const int64_t ggml_copies = std::max<int64_t>(2, static_cast<int64_t>(double(cold_bytes()) / (E * expert_bytes)) + 1);
-            auto mm = std::make_unique<ggml_peer::MatMulId>(f, true, distinct, E, N, K, rows, tokens, s.top_k, ggml_copies, ids);
-            if (!mm->ok()) {
-                std::fprintf(stderr, "note: %s %s not timed: %s\n", kernel.c_str(), shape.c_str(), mm->why_not().c_str());
-                continue;
-            }
-            std::copy(af.begin(), af.end(), mm->input());
-            mm->run_first(1);
-            if (!checked(kernel, shape, relative_error(mm->output(), ref))) continue;
-            peers.push_back({kernel, ggml_peer::version() + " mul_mat_id " + ggml_peer::format_name(f) + " in CPU_REPACK as " + mm->layout(),
-                             experts_read * expert_bytes, std::move(mm)});
+        std::vector<Peer*> timed;
+        for (Peer& p : peers) {
+            if (!selected(p.kernel, "fp32", shape)) continue;
+            std::copy(af.begin(), af.end(), p.mm->input(tokens));
+            p.mm->run_first(tokens, 1);
+            if (checked(p.kernel, shape, relative_error(p.mm->output(), ref))) timed.push_back(&p);
         }
-#else
-        if (tokens == token_counts.front())
-            std::fprintf(stderr, "note: moe %s: ggml was not built (configure with -DKBIT_BENCH_GGML=<prefix>, see "
-                                 "bench/fetch-ggml); kbit's rows only\n", s.name.c_str());
 #endif
+
         for (int t : options().threads) {
             const double nf4_bytes = experts_read * nf4_expert;
             std::vector<Case> fp32;  // kbit's grouped row, the ggml rows, kbit's loop
             if (kbit_ok) kbit32.add_grouped(fp32, shape, t, nf4_bytes);
 #ifdef KBIT_BENCH_HAVE_GGML
-            for (Peer& p : peers) {
-                const Traffic traffic{p.weight_bytes + 4.0 * double(tokens * rows * K), 4.0 * double(pairs * N), 1};
-                ggml_peer::MatMulId* mm = p.mm.get();
-                fp32.push_back(Case{p.kernel, "fp32", shape, t, traffic, [mm, t] { mm->run(t); }, p.note});
+            for (Peer* p : timed) {
+                const double bytes = experts_read * per * ggml_peer::bytes_per_weight(p->format);
+                const Traffic traffic{bytes + 4.0 * double(tokens * rows * K), 4.0 * double(pairs * N), 1};
+                ggml_peer::MatMulId* mm = p->mm.get();
+                fp32.push_back(Case{p->kernel, "fp32", shape, t, traffic, [mm, tokens, t] { mm->run(tokens, t); }, p->note});
             }
 #endif
             if (kbit_ok) kbit32.add_loop(fp32, shape, t, nf4_bytes);

@@ -164,10 +164,10 @@ struct Setup {
         return true;
     }
 
-    void compute(size_t variant, int threads) {
+    void compute(size_t graph, int threads) {
         ggml_backend_t backend = cpu_backend();
         ggml_backend_cpu_set_n_threads(backend, threads);
-        if (ggml_backend_graph_compute(backend, graphs[variant % graphs.size()]) != GGML_STATUS_SUCCESS)
+        if (ggml_backend_graph_compute(backend, graphs[graph]) != GGML_STATUS_SUCCESS)
             fail("ggml_backend_graph_compute");
     }
 };
@@ -257,44 +257,63 @@ const std::string& MatMul::layout() const { return s_->layout; }
 // --- MatMulId -------------------------------------------------------------------------------------
 
 struct MatMulId::State : Setup {
-    ggml_tensor* x = nullptr;
+    std::vector<int64_t> token_counts;
+    std::vector<ggml_tensor*> xs;      // one per token count
+    std::vector<size_t> first_graph;   // per token count, the index of its first graph
+    std::vector<size_t> graph_count;   // per token count
 };
 
 MatMulId::MatMulId(Format f, bool repack, const std::vector<std::vector<float>>& distinct_experts, int64_t E,
-                   int64_t N, int64_t K, int64_t rows, int64_t T, int64_t top_k, int64_t copies,
-                   const std::vector<std::vector<int32_t>>& routings)
+                   int64_t N, int64_t K, int64_t rows, int64_t top_k, int64_t copies,
+                   const std::vector<int64_t>& token_counts,
+                   const std::vector<std::vector<std::vector<int32_t>>>& routings)
     : s_(new State) {
     State& s = *s_;
+    s.token_counts = token_counts;
     const ggml_type type = type_of(f);
-    const auto R = static_cast<int64_t>(routings.size());
-    // Variant v computes on copy v % copies with routing v % R: lcm(copies, R) graphs cover each pair
-    // once before a call repeats its predecessor's.
-    const int64_t variants = std::lcm(copies, R);
     s.weights_ctx = new_context(static_cast<size_t>(copies), 0, 0);
     for (int64_t c = 0; c < copies; ++c) s.weights.push_back(ggml_new_tensor_3d(s.weights_ctx, type, K, N, E));
     s.allocate_weights(repack);
     if (!s.why_not.empty()) return;
-    s.io_ctx = new_context(static_cast<size_t>(1 + R + variants), static_cast<size_t>(variants), 4);
-    s.x = ggml_new_tensor_3d(s.io_ctx, GGML_TYPE_F32, K, rows, T);
-    std::vector<ggml_tensor*> ids;
-    for (int64_t r = 0; r < R; ++r) ids.push_back(ggml_new_tensor_2d(s.io_ctx, GGML_TYPE_I32, top_k, T));
-    // x, then the routings, then the result region.
-    const size_t ids_bytes = aligned(sizeof(int32_t) * static_cast<size_t>(top_k * T));
-    const size_t x_bytes = aligned(ggml_nbytes(s.x));
-    s.out_offset = x_bytes + static_cast<size_t>(R) * ids_bytes;
-    s.io_buf = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(),
-                                              s.out_offset + aligned(sizeof(float) * static_cast<size_t>(T * top_k * N)));
-    if (s.io_buf == nullptr) fail("allocating the activation buffer");
-    char* base = static_cast<char*>(ggml_backend_buffer_get_base(s.io_buf));
-    if (ggml_backend_tensor_alloc(s.io_buf, s.x, base) != GGML_STATUS_SUCCESS) fail("placing x");
-    std::memset(s.x->data, 0, ggml_nbytes(s.x));
-    for (int64_t r = 0; r < R; ++r) {
-        if (ggml_backend_tensor_alloc(s.io_buf, ids[r], base + x_bytes + r * ids_bytes) != GGML_STATUS_SUCCESS)
-            fail("placing ids");
-        std::memcpy(ids[r]->data, routings[r].data(), ggml_nbytes(ids[r]));
+    // Per token count T: x, R ids tensors and lcm(copies, R) graphs, variant v on copy v % copies with
+    // routing v % R, so that each pair comes once before a call repeats its predecessor's.
+    size_t tensors = 0, graphs = 0, io_bytes = 0, largest_out = 0;
+    for (size_t i = 0; i < token_counts.size(); ++i) {
+        const int64_t T = token_counts[i], R = static_cast<int64_t>(routings[i].size());
+        const auto variants = static_cast<size_t>(std::lcm(copies, R));
+        tensors += 1 + static_cast<size_t>(R) + variants;
+        graphs += variants;
+        io_bytes += aligned(sizeof(float) * static_cast<size_t>(T * rows * K)) +
+                    static_cast<size_t>(R) * aligned(sizeof(int32_t) * static_cast<size_t>(T * top_k));
+        largest_out = std::max(largest_out, aligned(sizeof(float) * static_cast<size_t>(T * top_k * N)));
     }
-    for (int64_t v = 0; v < variants; ++v)
-        s.place_node(ggml_mul_mat_id(s.io_ctx, s.weights[v % copies], s.x, ids[v % R]));
+    s.io_ctx = new_context(tensors, graphs, 4);
+    s.out_offset = io_bytes;
+    s.io_buf = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), io_bytes + largest_out);
+    if (s.io_buf == nullptr) fail("allocating the activation buffer");
+    char* at = static_cast<char*>(ggml_backend_buffer_get_base(s.io_buf));
+    auto place = [&](ggml_tensor* t) {
+        if (ggml_backend_tensor_alloc(s.io_buf, t, at) != GGML_STATUS_SUCCESS) fail("placing an input");
+        at += aligned(ggml_nbytes(t));
+    };
+    for (size_t i = 0; i < token_counts.size(); ++i) {
+        const int64_t T = token_counts[i], R = static_cast<int64_t>(routings[i].size());
+        ggml_tensor* x = ggml_new_tensor_3d(s.io_ctx, GGML_TYPE_F32, K, rows, T);
+        place(x);
+        std::memset(x->data, 0, ggml_nbytes(x));
+        s.xs.push_back(x);
+        std::vector<ggml_tensor*> ids;
+        for (int64_t r = 0; r < R; ++r) {
+            ids.push_back(ggml_new_tensor_2d(s.io_ctx, GGML_TYPE_I32, top_k, T));
+            place(ids.back());
+            std::memcpy(ids.back()->data, routings[i][r].data(), ggml_nbytes(ids.back()));
+        }
+        const int64_t variants = std::lcm(copies, R);
+        s.first_graph.push_back(s.graphs.size());
+        s.graph_count.push_back(static_cast<size_t>(variants));
+        for (int64_t v = 0; v < variants; ++v)
+            s.place_node(ggml_mul_mat_id(s.io_ctx, s.weights[v % copies], x, ids[v % R]));
+    }
     if (!s.supported(repack, f)) return;
     // Expert e's bytes are those of distinct expert e % D, quantized once.
     const auto D = static_cast<int64_t>(distinct_experts.size());
@@ -312,10 +331,15 @@ MatMulId::MatMulId(Format f, bool repack, const std::vector<std::vector<float>>&
 MatMulId::~MatMulId() = default;
 bool MatMulId::ok() const { return s_->why_not.empty(); }
 const std::string& MatMulId::why_not() const { return s_->why_not; }
-float* MatMulId::input() { return static_cast<float*>(s_->x->data); }
+float* MatMulId::input(int64_t T) {
+    return static_cast<float*>(s_->xs[index_of(s_->token_counts, T)]->data);
+}
 const float* MatMulId::output() const { return static_cast<const float*>(s_->nodes.front()->data); }
-void MatMulId::run(int threads) { s_->compute(s_->next++, threads); }
-void MatMulId::run_first(int threads) { s_->compute(0, threads); }
+void MatMulId::run(int64_t T, int threads) {
+    const size_t i = index_of(s_->token_counts, T);
+    s_->compute(s_->first_graph[i] + s_->next++ % s_->graph_count[i], threads);
+}
+void MatMulId::run_first(int64_t T, int threads) { s_->compute(s_->first_graph[index_of(s_->token_counts, T)], threads); }
 const std::string& MatMulId::layout() const { return s_->layout; }
 
 }  // namespace kbit_bench::ggml_peer

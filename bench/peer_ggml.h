@@ -58,26 +58,28 @@ private:
 
 // The mixture-of-experts product llama.cpp's MoE layers call: ggml_mul_mat_id(W, x, ids) with W
 // [E][N][K] (ne0 = K, ne1 = N, ne2 = E), x [T][rows][K] fp32 (rows 1: every choice of a token reads
-// its one row; rows = top_k: one row per choice), ids [T][top_k] int32, out [T][top_k][N] fp32. The
-// weights in `copies` tensors; calls rotate over (copy, routing) pairs, routing r being routings[r].
+// its one row; rows = top_k: one row per choice), ids [T][top_k] int32, out [T][top_k][N] fp32, for
+// each token count T of a list. The weights in `copies` tensors, uploaded once for every T; calls
+// rotate over (copy, routing) pairs, routing r of token count T being routings[i][r] for T =
+// token_counts[i].
 class MatMulId {
 public:
     // distinct_experts: D experts' N * K fp32 weights each; expert e holds distinct_experts[e % D] (the
     // product's time does not depend on the values, and quantizing 128 experts to each format would
     // take minutes).
     MatMulId(Format f, bool repack, const std::vector<std::vector<float>>& distinct_experts, int64_t E, int64_t N,
-             int64_t K, int64_t rows, int64_t T, int64_t top_k, int64_t copies,
-             const std::vector<std::vector<int32_t>>& routings);
+             int64_t K, int64_t rows, int64_t top_k, int64_t copies, const std::vector<int64_t>& token_counts,
+             const std::vector<std::vector<std::vector<int32_t>>>& routings);
     ~MatMulId();
     MatMulId(const MatMulId&) = delete;
     MatMulId& operator=(const MatMulId&) = delete;
     bool ok() const;
     const std::string& why_not() const;
-    float* input();             // x, T * rows * K floats
-    const float* output() const;  // the last call's out, T * top_k * N floats
-    void run(int threads);      // the next (copy, routing)
-    void run_first(int threads);  // copy 0, routing 0 (for checking a result)
-    const std::string& layout() const;  // the repacked layout ggml chose, "" if plain
+    float* input(int64_t T);               // x for T tokens, T * rows * K floats
+    const float* output() const;           // the last call's out, T * top_k * N floats
+    void run(int64_t T, int threads);        // the next (copy, routing)
+    void run_first(int64_t T, int threads);  // copy 0, routing 0 (for checking a result)
+    const std::string& layout() const;     // the repacked layout ggml chose, "" if plain
 
 private:
     struct State;
