@@ -258,9 +258,15 @@ def render_backend_exports(iface):
         for fn in fam["fns"]:
             out.append("")
             args = [f'"{fn["name"]}"'] + _variant_argument(iface, fn) + fn["args"]
+            # A backend that claims an older minor (KBIT_BACKEND_<IFACE>_MINOR) neither defines nor exports
+            # the functions added after it; the loader gives its callers a stub that says so.
+            if fn["minor"] > 0:
+                out.append(f"#if KBIT_BACKEND_{iface.upper()}_MINOR >= {fn['minor']}")
             out += _definition_head(fn)
             out += _wrap_call(f"return kbit::exports::{fam['id']}(", args, ");", "    ")
             out.append("}")
+            if fn["minor"] > 0:
+                out.append("#endif")
     out += ["", '}  // extern "C"']
     return "\n".join(out) + "\n"
 

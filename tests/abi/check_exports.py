@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the dynamic symbol table of a backend (or of the loader libkbit.so) against the ABI lists: for
 every list whose version symbol the object exports (the interfaces, and for the loader its own API),
-every function of that list must be exported, under the version node of the minor that added it
-(KBIT_<LIST>_<major>.<minor>), and nothing else may be exported.
+every function of that list up to the minor the object claims (its kbit_<list>_interface_version(), read
+by loading the object; every function when it cannot be loaded) must be exported, under the version node of
+the minor that added it (KBIT_<LIST>_<major>.<minor>), and nothing else may be exported: a backend at an
+older minor (CUDA and OpenCL at 4bit 1.1) must not export the functions of the newer ones.
 Usage: check_exports.py [--abi-dir DIR] LIB.so [expected lists...]  (when given, exactly those lists
 must be present: core 4bit 8bit optim8 for a backend; plus loader for libkbit.so).
 
@@ -12,6 +14,7 @@ a copy of _abidef.py, with the link <bindir>/kbit-check-exports to it; it then r
 <datadir>/kbit/abi/ (its own ../abi), so a vendor needs no source tree. --abi-dir names another
 directory of lists (abi/interfaces.def and the kbit_<list>.def files)."""
 import argparse
+import ctypes
 import subprocess
 import sys
 from pathlib import Path
@@ -45,12 +48,25 @@ def exported(lib):
     return names
 
 
-def expected_nodes(abi_dir, lst):
-    """{symbol: version node} of one list, as scripts/abi_gen.py writes the version script."""
+def claimed_minor(lib, lst):
+    """The minor of `lst` that the object reports, or None when it cannot be loaded or has no such symbol."""
+    try:
+        version = getattr(ctypes.CDLL(str(Path(lib).resolve()), mode=ctypes.RTLD_LOCAL), _abidef.version_symbol(lst))
+    except (OSError, AttributeError):
+        return None
+    version.restype = ctypes.c_uint32
+    value = version()
+    return value & 0xFFFF if value >> 16 == _abidef.MAJOR else None
+
+
+def expected_nodes(abi_dir, lst, minor=None):
+    """{symbol: version node} of one list up to `minor` (None: all), as scripts/abi_gen.py writes the
+    version script."""
     tag = lst.upper()
     nodes = {_abidef.version_symbol(lst): f"KBIT_{tag}_{_abidef.MAJOR}.0"}
     for fn in _abidef.parse_def(abi_dir / f"kbit_{lst}.def"):
-        nodes[fn["name"]] = f"KBIT_{tag}_{_abidef.MAJOR}.{fn['minor']}"
+        if minor is None or fn["minor"] <= minor:
+            nodes[fn["name"]] = f"KBIT_{tag}_{_abidef.MAJOR}.{fn['minor']}"
     return nodes
 
 
@@ -81,12 +97,13 @@ def main(argv):
         print(f"{parser.prog}: nm -D {lib} failed: {e.stderr.strip()}", file=sys.stderr)
         return 2
     present = [i for i in known if _abidef.version_symbol(i) in names]
+    interfaces = [name for name, _, _ in _abidef.parse_interfaces(abi_dir / "interfaces.def")]
     errors = []
     if args.expected and sorted(present) != sorted(args.expected):
         errors.append(f"lists exported: {present}, expected: {args.expected}")
     allowed = set()
     for lst in present:
-        nodes = expected_nodes(abi_dir, lst)
+        nodes = expected_nodes(abi_dir, lst, claimed_minor(lib, lst) if lst in interfaces else None)
         missing = sorted(set(nodes) - set(names))
         if missing:
             errors.append(f"{lst}: missing {len(missing)}: {', '.join(missing[:10])}")

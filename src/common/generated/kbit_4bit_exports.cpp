@@ -211,6 +211,7 @@ KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_d
 
 // ---- gemm_4bit_grouped: kbit::exports::gemm_4bit_grouped() ------------------------------------------------
 
+#if KBIT_BACKEND_4BIT_MINOR >= 1
 KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_t a_rows_per_token,
     const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
     const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type,
@@ -219,5 +220,6 @@ KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_
         absmax_8bit, absmax_code, absmax_offset, experts, N, K, blocksize, quant_type, ids, tokens, top_k,
         combine, out, stream);
 }
+#endif
 
 }  // extern "C"
