@@ -35,12 +35,20 @@
 /** Major version of the 4-bit interface declared by this header. */
 #define KBIT_4BIT_VERSION_MAJOR 1
 /** Minor version of the 4-bit interface declared by this header. */
-#define KBIT_4BIT_VERSION_MINOR 1
+#define KBIT_4BIT_VERSION_MINOR 2
 
 /** Quantization type selector (passed as int32_t); values match bitsandbytes' DATA_TYPE. */
 #define KBIT_QUANT_FP4 1
 /** NF4 quantization type (see KBIT_QUANT_FP4). */
 #define KBIT_QUANT_NF4 2
+
+/** Precision class of kbit_gemm_4bit_precision() (passed as int32_t): exactly cgemm_4bit_<dtype>'s result.
+ * @since 4bit 1.2 */
+#define KBIT_PRECISION_EXACT 0
+/* Value 1 is reserved for a bf16 class; it is rejected until an interface minor defines it. */
+/** Precision class of kbit_gemm_4bit_precision(): activations cut to int8 per 32 elements, exact integer dot
+ * products with the int8 levels of the weights (behaviour.md §3.6). @since 4bit 1.2 */
+#define KBIT_PRECISION_INT8 2
 
 KBIT_EXTERN_C_BEGIN
 
@@ -467,6 +475,50 @@ KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_
     const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
     const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type,
     const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine, void* out, void* stream);
+
+/* ---- kbit additions: the 4-bit GEMM with an explicit precision class [gemm_4bit_precision] ---- */
+
+/**
+ * out[i][j] = RN(sum_k A[i][k] * W[j][k] + bias[j]) as cgemm_4bit_<dtype> defines it (same A, B, scales,
+ * nested absmax, bias, quant_type rule and rounding of the output), computed in the class `precision` names:
+ * - KBIT_PRECISION_EXACT (0): exactly cgemm_4bit_<dtype>'s result, the same bytes as that call on the
+ *   same backend (fp32 products of activation and table entry, the bound of behaviour.md §3.3).
+ * - KBIT_PRECISION_INT8 (2): each activation row is cut into chunks of 32 elements; a chunk with
+ *   amax = max |x| is quantized to q = RNE(clamp(x * fp32(127 / amax), -127, 127)) with d = amax / 127, the
+ *   weights are used as the int8 levels L = round(127 * level) of their format, and output j gets from chunk
+ *   c the term (s * fp32(d / 127)) * float(sum q * L), s the absmax of the chunk's weight block (each product
+ *   rounded to fp32, the integer sum exact); the terms are added in fp32 in chunk order, then the bias.
+ *   A chunk holding an Inf or NaN makes its outputs NaN. Requires K % 32 == 0. On a backend the result
+ *   does not depend on the thread count; the CPU backend gives the reference's bytes at every instruction
+ *   set (behaviour.md §3.6, which also gives the error bound against the fp64 product).
+ * Value 1 is reserved for a bf16 class to come; it and any other value are rejected.
+ * @param precision     KBIT_PRECISION_EXACT or KBIT_PRECISION_INT8.
+ * @param dtype         KBIT_DTYPE_FP32, KBIT_DTYPE_FP16 or KBIT_DTYPE_BF16: element type of A, bias and out.
+ * @param A             device memory, in: M * K elements of dtype.
+ * @param B             device memory, in: N * K / 2 packed bytes (the row-major [N, K] weight).
+ * @param absmax        device memory, in: ceil(N*K / blocksize) fp32 scales, or when nested the
+ *                      ceil(ceil(N*K / blocksize) / 256) second-level scales.
+ * @param absmax_8bit   device memory, in: NULL (not nested) or ceil(N*K / blocksize) uint8 codes.
+ * @param absmax_code   device memory, in: 256-entry code table when nested, else ignored.
+ * @param absmax_offset device memory, in: one float (the nested offset) when nested, else ignored.
+ * @param out           device memory, out: M * N elements of dtype.
+ * @param bias          device memory, in: N elements of dtype, or NULL for no bias.
+ * @param M             rows of A, 0 <= M <= 2^31 - 1.
+ * @param N             output features, 0 <= N <= 2^31 - 1.
+ * @param K             inner dimension, even, 0 <= K <= 2^31 - 1; a multiple of 32 for KBIT_PRECISION_INT8.
+ * @param blocksize     32, 64, 128, 256, 512, 1024, 2048 or 4096.
+ * @param quant_type    1 = FP4, any other value = NF4 (as cgemm_4bit).
+ * @param stream        stream to run on (NULL = default); ignored on the CPU.
+ * @return KBIT_STATUS_SUCCESS (nothing is read or written when M or N is 0); KBIT_STATUS_INVALID_ARGUMENT
+ *         for an unknown precision (the message names the value) or dtype, negative or too large sizes,
+ *         odd K, K not a multiple of 32 for KBIT_PRECISION_INT8 (the message names K), another blocksize,
+ *         a NULL required pointer; KBIT_STATUS_DEVICE_ERROR. Nothing is written on failure.
+ * @since 4bit 1.2
+ */
+KBIT_API kbit_status kbit_gemm_4bit_precision(int32_t precision, int32_t dtype, const void* A,
+    const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+    const float* absmax_offset, void* out, const void* bias, int64_t M, int64_t N, int64_t K,
+    int64_t blocksize, int32_t quant_type, void* stream);
 
 /* END GENERATED DECLARATIONS */
 

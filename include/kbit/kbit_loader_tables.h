@@ -114,6 +114,8 @@ typedef struct kbit_4bit_table {
     kbit_status (*kbit_dequantize_nf4_torchao_bf16)(const uint8_t* quantized_data, const int8_t* quantized_scalers, const kbit_bf16* quantization_factor, const kbit_bf16* scaler_mean, kbit_bf16* out, int64_t n, int64_t block_size, int64_t scaler_block_size, void* stream);
     /** kbit_gemm_4bit_grouped() of kbit_4bit.h (since 4bit 1.1). */
     kbit_status (*kbit_gemm_4bit_grouped)(int32_t dtype, const void* A, int64_t a_rows_per_token, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine, void* out, void* stream);
+    /** kbit_gemm_4bit_precision() of kbit_4bit.h (since 4bit 1.2). */
+    kbit_status (*kbit_gemm_4bit_precision)(int32_t precision, int32_t dtype, const void* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code, const float* absmax_offset, void* out, const void* bias, int64_t M, int64_t N, int64_t K, int64_t blocksize, int32_t quant_type, void* stream);
 } kbit_4bit_table;
 
 /**

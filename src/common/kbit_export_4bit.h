@@ -109,6 +109,38 @@ inline kbit_status gemm_4bit_grouped(const char* fn, int32_t dtype, const void* 
         });
 }
 
+// EXACT is the backend's own cgemm_4bit operation (so the same bytes); sizes fit int once validated. Only a
+// backend at 4bit 1.2 or later defines ops::gemm_4bit_int8.
+#if KBIT_BACKEND_4BIT_MINOR >= 2
+inline kbit_status gemm_4bit_precision(const char* fn, int32_t precision, int32_t dtype, const void* A,
+                                       const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                                       const float* absmax_code, const float* absmax_offset, void* out,
+                                       const void* bias, int64_t M, int64_t N, int64_t K, int64_t blocksize,
+                                       int32_t quant_type, void* stream) {
+    return checked_call(
+        fn,
+        [&](bool* empty) {
+            return validate_gemm_4bit_precision(fn, precision, dtype, A, B, absmax, absmax_8bit, absmax_code,
+                                                absmax_offset, out, M, N, K, blocksize, empty);
+        },
+        [&] {
+            const QuantType qt = quant_type == KBIT_QUANT_FP4 ? QuantType::FP4 : QuantType::NF4;
+            return with_dtype(dtype, [&](auto tag) {
+                using T = typename decltype(tag)::type;
+                const T* a = static_cast<const T*>(A);
+                const T* b = static_cast<const T*>(bias);
+                T* o = static_cast<T*>(out);
+                if (precision == KBIT_PRECISION_INT8)
+                    return ops::gemm_4bit_int8<T>(fn, a, B, absmax, absmax_8bit, absmax_code, absmax_offset, o, b, M,
+                                                  N, K, blocksize, qt, stream);
+                return ops::gemm_4bit<T>(fn, a, B, absmax, absmax_8bit, absmax_code, absmax_offset, o, b,
+                                         static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                                         static_cast<int>(blocksize), qt, stream);
+            });
+        });
+}
+#endif
+
 inline kbit_status quantize_4bit_dtype(const char* fn, int32_t quant_type, int32_t dtype, const void* A, float* absmax,
                                        uint8_t* out, int64_t blocksize, int64_t n, void* stream) {
     return blockwise_4bit<Blockwise::Quantize>(fn, quant_type, DtypeElement{dtype}, A, absmax, out, blocksize, n,

@@ -33,6 +33,11 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
                               const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
                               QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
                               T* out, void* stream);
+// kbit_gemm_4bit_precision's int8 class (K % 32 == 0); its exact class is gemm_4bit itself.
+template <class T>
+kbit_status gemm_4bit_int8(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
+                           int64_t N, int64_t K, int64_t blocksize, QuantType qt, void* stream);
 kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void* stream);

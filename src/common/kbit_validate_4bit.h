@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kbit/kbit_4bit.h"
 #include "kbit_args.h"
 
 namespace kbit {
@@ -157,6 +158,36 @@ inline kbit_status grouped_pairs_by_expert(const char* fn, const int32_t* ids, i
 inline bool grouped_expert_has_slice(int64_t e, int64_t N, int64_t K, int64_t blocksize, bool nested) {
     const int64_t unit = nested ? 256 * blocksize : blocksize;
     return (e * N * K) % unit == 0;
+}
+
+// kbit_gemm_4bit_precision: the precision class first (the message names the value), then dtype, then
+// cgemm_4bit's rules with 64-bit sizes (each at most 2^31 - 1, as cgemm_4bit's int), and for the int8 class
+// K % 32 == 0 (the message names K).
+inline kbit_status validate_gemm_4bit_precision(const char* fn, int32_t precision, int32_t dtype, const void* A,
+                                                const void* B, const float* absmax, const uint8_t* absmax_8bit,
+                                                const float* absmax_code, const float* absmax_offset,
+                                                const void* out, int64_t M, int64_t N, int64_t K, int64_t blocksize,
+                                                bool* empty) {
+    constexpr int64_t kIntMax = 2147483647;
+    Args a(fn);
+    a.require(precision == KBIT_PRECISION_EXACT || precision == KBIT_PRECISION_INT8,
+              "precision is %d, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)",
+              static_cast<int>(precision));
+    if (!a.ok()) return a.status();
+    a.dtype(dtype);
+    a.nonneg("M", M).at_most("M", M, kIntMax).nonneg("N", N).at_most("N", N, kIntMax);
+    a.nonneg("K", K).at_most("K", K, kIntMax).blocksize(blocksize);
+    a.require(K % 2 == 0, "K is %lld, must be even", static_cast<long long>(K));
+    a.require(precision != KBIT_PRECISION_INT8 || K % 32 == 0,
+              "K is %lld, must be a multiple of 32 for KBIT_PRECISION_INT8", static_cast<long long>(K));
+    *empty = a.ok() && (M == 0 || N == 0);
+    if (!a.ok() || *empty) return a.status();
+    a.not_null("out", out);
+    if (K > 0) {
+        a.not_null("A", A).not_null("B", B).not_null("absmax", absmax);
+        if (absmax_8bit != nullptr) a.not_null("absmax_code", absmax_code).not_null("absmax_offset", absmax_offset);
+    }
+    return a.status();
 }
 
 }  // namespace kbit

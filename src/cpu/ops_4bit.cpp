@@ -8,8 +8,10 @@
 #include "kbit_ops_4bit.h"
 #include "kbit_validate_4bit.h"
 #include "kernels_4bit.h"
+#include "kernels_4bit_int8.h"
 #include "parallel_range.h"
 #include "ref_4bit.h"
+#include "ref_4bit_int8.h"
 #include "tuning.h"
 
 namespace kbit::cpu {
@@ -106,6 +108,58 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
                 float s = sums[static_cast<size_t>(i) * N + j];
                 if (bias != nullptr) s += Elem<T>::load(bias[j]);
                 out[static_cast<size_t>(i) * N + j] = Elem<T>::store(s);
+            }
+    });
+    return KBIT_STATUS_SUCCESS;
+}
+
+// The int8 class (docs/behaviour.md §3.6): every activation row quantized once by the shared rule and laid
+// out for the kernel; threads split the output features (on the kernel's tile), so the bytes do not depend on
+// the thread count. Within a thread, weight rows go in panels of about kInt8PanelBytes, each multiplied by
+// every tile of kInt8MaxRows activation rows while it is in the cache: for M <= 16 every weight is read once.
+template <class T>
+kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
+                           int64_t N, int64_t K, int64_t blocksize, QuantType qt, void*) {
+    constexpr int64_t kInt8PanelBytes = 256 * 1024;
+    const int64_t nc = K / kInt8Chunk;
+    std::vector<float> restored;
+    const float* scales = absmax;
+    if (absmax_8bit != nullptr && K > 0) {
+        const int64_t blocks = (N * K + blocksize - 1) / blocksize;
+        restored.resize(static_cast<size_t>(blocks));
+        parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
+            for (int64_t b = b0; b < b1; ++b)
+                restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
+        });
+        scales = restored.data();
+    }
+    const auto& kern = cpu::int8_dot_4bit_kernels();
+    std::vector<int8_t> q(static_cast<size_t>(M * K)), prepared(static_cast<size_t>(M * K));
+    std::vector<Int8Chunk> chunks(static_cast<size_t>(M * nc));
+    std::vector<float> sums(static_cast<size_t>(M * N), 0.0f);
+    parallel_range(M, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, K)), [&](int64_t m0, int64_t m1) {
+        ref::quantize_int8_rows(A + m0 * K, m1 - m0, K, q.data() + m0 * K, chunks.data() + m0 * nc);
+        for (int64_t m = m0; m < m1; ++m) kern.prepare(q.data() + m * K, K, prepared.data() + m * K);
+    });
+    const int64_t panel_rows = std::max<int64_t>(kern.tile, kInt8PanelBytes / std::max<int64_t>(1, K / 2)) /
+                               kern.tile * kern.tile;
+    parallel_range_aligned(N, kern.tile, std::max<int64_t>(1, min_rows(K) / std::max<int64_t>(1, M)),
+                           [&](int64_t r0, int64_t r1) {
+        if (K > 0)
+            for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+                const int64_t p1 = std::min(r1, p0 + panel_rows);
+                for (int64_t m0 = 0; m0 < M; m0 += kInt8MaxRows) {
+                    const int mt = static_cast<int>(std::min<int64_t>(kInt8MaxRows, M - m0));
+                    kern.dot_rows(prepared.data() + m0 * K, chunks.data() + m0 * nc, mt, K, B, scales, blocksize, qt,
+                                  p0, p1, sums.data() + m0 * N, N);
+                }
+            }
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = r0; j < r1; ++j) {
+                float s = sums[i * N + j];
+                if (bias != nullptr) s = s + Elem<T>::load(bias[j]);
+                out[i * N + j] = Elem<T>::store(s);
             }
     });
     return KBIT_STATUS_SUCCESS;
@@ -229,6 +283,7 @@ KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(dequantize_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemv_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_grouped);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_int8);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_quantize);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_dequantize);
 

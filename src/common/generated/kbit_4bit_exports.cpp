@@ -222,4 +222,16 @@ KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_
 }
 #endif
 
+// ---- gemm_4bit_precision: kbit::exports::gemm_4bit_precision() --------------------------------------------
+
+#if KBIT_BACKEND_4BIT_MINOR >= 2
+KBIT_API kbit_status kbit_gemm_4bit_precision(int32_t precision, int32_t dtype, const void* A,
+    const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+    const float* absmax_offset, void* out, const void* bias, int64_t M, int64_t N, int64_t K,
+    int64_t blocksize, int32_t quant_type, void* stream) {
+    return kbit::exports::gemm_4bit_precision("kbit_gemm_4bit_precision", precision, dtype, A, B, absmax,
+        absmax_8bit, absmax_code, absmax_offset, out, bias, M, N, K, blocksize, quant_type, stream);
+}
+#endif
+
 }  // extern "C"

@@ -175,6 +175,9 @@ struct kbit_dequantize_nf4_torchao_bf16 : Descriptor<&b4::Table::kbit_dequantize
 struct kbit_gemm_4bit_grouped : Descriptor<&b4::Table::kbit_gemm_4bit_grouped, 1, Result::Status> {
     static constexpr const char* id = "kbit_gemm_4bit_grouped";
 };
+struct kbit_gemm_4bit_precision : Descriptor<&b4::Table::kbit_gemm_4bit_precision, 2, Result::Status> {
+    static constexpr const char* id = "kbit_gemm_4bit_precision";
+};
 
 }  // namespace kbit::loader::functions
 
@@ -193,7 +196,7 @@ using All = List<functions::cquantize_blockwise_fp32_fp4, functions::cquantize_b
     functions::kbit_quantize_nf4_torchao_fp32, functions::kbit_quantize_nf4_torchao_fp16,
     functions::kbit_quantize_nf4_torchao_bf16, functions::kbit_dequantize_nf4_torchao_fp32,
     functions::kbit_dequantize_nf4_torchao_fp16, functions::kbit_dequantize_nf4_torchao_bf16,
-    functions::kbit_gemm_4bit_grouped>;
+    functions::kbit_gemm_4bit_grouped, functions::kbit_gemm_4bit_precision>;
 
 }  // namespace kbit::loader::b4
 
