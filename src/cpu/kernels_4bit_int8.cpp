@@ -1,4 +1,5 @@
-// The int8-class kernel table of the active ISA (kernels_4bit_int8.h): so far the reference alone.
+// The int8-class kernel table of the active ISA (kernels_4bit_int8.h): the reference fills it, the x86
+// kernels replace it where the level and the CPU allow (VNNI last, so that it wins).
 #include "kernels_4bit_int8.h"
 
 #include <algorithm>
@@ -21,6 +22,10 @@ void ref_dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, int64_
 const Int8Dot4bitKernels& int8_dot_4bit_kernels() {
     static const Int8Dot4bitKernels table = [] {
         Int8Dot4bitKernels t{&ref_prepare, 1, &ref_dot_rows, "reference"};
+#if !KBIT_CPU_ARM64
+        override_int8_dot_avx2(t);
+        override_int8_dot_avx512vnni(t);
+#endif
         return t;
     }();
     return table;

@@ -63,4 +63,8 @@ inline void int8_tile_scales(const float* scales, int64_t r, int64_t r_last, int
 // The table of the active ISA, assembled once (kernels_4bit_int8.cpp).
 const Int8Dot4bitKernels& int8_dot_4bit_kernels();
 
+// The overrides (intrinsics under target attributes), each checking the ISA and CPU features itself.
+void override_int8_dot_avx2(Int8Dot4bitKernels& table);
+void override_int8_dot_avx512vnni(Int8Dot4bitKernels& table);
+
 }  // namespace kbit::cpu
