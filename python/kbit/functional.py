@@ -28,6 +28,7 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.b
 _KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 _QUANT_TYPE = {"fp4": 1, "nf4": 2}  # KBIT_QUANT_FP4 / KBIT_QUANT_NF4
+PRECISIONS = dict(_abi.PRECISIONS)  # gemv_4bit / gemm_4bit precision names: {"exact": 0, "int8": 2}
 BLOCKSIZES = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1, _abi.BLOCKSIZE_MAX.bit_length()))
 # 8bit 1.1: the 8-bit blockwise blocksizes of a backend at that minor (1.0: BLOCKSIZES).
 BLOCKSIZES_8BIT = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1,
@@ -691,13 +692,45 @@ def _weight_4bit(fn, A, state):
     return ctx, _arg(ctx, fn, A, "A", FLOAT_DTYPES), N, K
 
 
-def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None):
+def _precision(fn, precision):
+    """The KBIT_PRECISION_* value of a precision name ("exact" or "int8")."""
+    _check_choice(fn, "precision", precision, tuple(PRECISIONS))
+    return PRECISIONS[precision]
+
+
+def _scale_pointers(ctx, fn, state, blocks, keep):
+    """(absmax, absmax_8bit, absmax_code, absmax_offset) pointers of a 4-bit QuantState for cgemm_4bit and the
+    kbit_* GEMMs: nested scales of 256-block nesting as they are, anything else as plain fp32 scales; the
+    arrays whose pointers are passed go into `keep`."""
+    if state.nested and state.state2.blocksize == NESTED_BLOCKSIZE:
+        s2 = state.state2
+        codes = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
+        scales = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
+        table = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
+        offset = ctx.from_numpy(np.array([state.offset], dtype=np.float32))
+        keep.append(offset)
+        return scales.ptr, codes.ptr, table.ptr, _addr(offset)
+    absmax, absmax_ptr = _plain_absmax(ctx, fn, state, blocks)
+    keep.append(absmax)
+    return absmax_ptr, None, None, None
+
+
+def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None, precision="exact"):
     """out = A @ W^T for one activation row A (K elements, any leading 1-sized dims) and the 4-bit
     weight W [N, K] given as its packed bytes B (bitsandbytes passes W.t() of the packed [(N*K+1)//2, 1]
     tensor; only the bytes matter) and its QuantState. Accumulates in fp32; out has A.shape[:-1] + (N,)
     and A's dtype. transposed_A / transposed_B are accepted for bitsandbytes compatibility and ignored,
-    as there."""
+    as there. precision (kbit addition): "exact" (default) is bitsandbytes' GEMV,
+    cgemm_4bit_inference_naive_*; "int8" is kbit_gemm_4bit_precision's int8 class (4bit 1.2, behaviour.md
+    §3.6: the row cut to int8 per 32 elements, integer dot products with the weights' int8 levels; K must be
+    a multiple of 32; a backend at 4bit 1.1 raises KbitError with the loader's "not implemented" message)."""
     fn = "gemv_4bit"
+    if _precision(fn, precision) != PRECISIONS["exact"]:
+        ctx, a, N, K = _weight_4bit(fn, A, state)
+        if not a.shape or a.shape[-1] != K or _numel(a.shape) != K:
+            raise ValueError(f"{fn}: A must be one row of {K} elements (shape (..., {K}) with leading dims 1), "
+                             f"not {a.shape}")
+        return gemm_4bit(A, B, state, out=out, precision=precision)
     ctx, a, N, K = _weight_4bit(fn, A, state)
     a_shape = a.shape
     if not a_shape or a_shape[-1] != K or _numel(a_shape) != K:
@@ -720,13 +753,16 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     return out
 
 
-def gemm_4bit(A, B, state, bias=None, out=None):
+def gemm_4bit(A, B, state, bias=None, out=None, precision="exact"):
     """out = A @ W^T (+ bias) for any number of activation rows A [..., K] and the 4-bit weight W [N, K]
     given as its packed bytes B and its QuantState (kbit addition: bitsandbytes has this only as its
     op torch.ops.bitsandbytes.gemm_4bit). One call of cgemm_4bit_{fp32,fp16,bf16}: fp32 accumulation,
     nested block scales of 256-block nesting read as they are; bias has N elements of A's dtype; out has
-    A.shape[:-1] + (N,) and A's dtype."""
+    A.shape[:-1] + (N,) and A's dtype. precision: "exact" (default, cgemm_4bit) or "int8", the int8 class of
+    kbit_gemm_4bit_precision (4bit 1.2, behaviour.md §3.6; K a multiple of 32; a backend at 4bit 1.1 raises
+    KbitError with the loader's "not implemented" message)."""
     fn = "gemm_4bit"
+    kind = _precision(fn, precision)
     ctx, a, N, K = _weight_4bit(fn, A, state)
     if not a.shape or a.shape[-1] != K:
         raise ValueError(f"{fn}: A must have shape (..., {K}), not {a.shape}")
@@ -739,29 +775,21 @@ def gemm_4bit(A, B, state, bias=None, out=None):
     if b.dtype.itemsize * b.numel != (N * K + 1) // 2:
         raise ValueError(f"{fn}: B holds {b.dtype.itemsize * b.numel} bytes, a packed [{N}, {K}] weight needs "
                          f"{(N * K + 1) // 2}")
-    blocks = _blocks(N * K, state.blocksize)
     keep = []  # arrays whose pointers are passed
-    if state.nested and state.state2.blocksize == NESTED_BLOCKSIZE:
-        s2 = state.state2
-        codes = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
-        scales = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
-        table = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
-        offset = ctx.from_numpy(np.array([state.offset], dtype=np.float32))
-        keep.append(offset)
-        ptrs = (scales.ptr, codes.ptr, table.ptr, _addr(offset))
-    else:
-        absmax, absmax_ptr = _plain_absmax(ctx, fn, state, blocks)
-        keep.append(absmax)
-        ptrs = (absmax_ptr, None, None, None)
+    ptrs = _scale_pointers(ctx, fn, state, _blocks(N * K, state.blocksize), keep)
     dtype = a.dtype
     bias_ptr = None if bias is None else _arg(ctx, fn, bias, "bias", (dtype,), numel=N).ptr
     out_shape = a.shape[:-1] + (N,)
     if out is None:
         out = ctx.empty(out_shape, dtype)
     o = _arg(ctx, fn, out, "out", (dtype,), shape=out_shape, writable=True)
-    getattr(ctx.lib.checked, f"cgemm_4bit_{_SUFFIX[dtype]}")(a.ptr, b.ptr, *ptrs, o.ptr, bias_ptr, M, N, K,
-                                                             state.blocksize, _QUANT_TYPE[state.quant_type],
-                                                             ctx.stream)
+    if kind == PRECISIONS["exact"]:
+        getattr(ctx.lib.checked, f"cgemm_4bit_{_SUFFIX[dtype]}")(a.ptr, b.ptr, *ptrs, o.ptr, bias_ptr, M, N, K,
+                                                                 state.blocksize, _QUANT_TYPE[state.quant_type],
+                                                                 ctx.stream)
+    else:
+        ctx.lib.checked.kbit_gemm_4bit_precision(kind, _KBIT_DTYPE[dtype], a.ptr, b.ptr, *ptrs, o.ptr, bias_ptr, M,
+                                                 N, K, state.blocksize, _QUANT_TYPE[state.quant_type], ctx.stream)
     return out
 
 
