@@ -41,9 +41,12 @@ KBIT_BACKEND=cpu "$tmp/pc_consumer" "$libdir"
 echo "== a vendor backend built against the installed kbit (docs/vendor-backend.md)"
 abidir=$(pkg-config --variable=abidir kbit)
 mkdir "$tmp/vendor"
-# The loader test kit's fake backend stands in for the vendor's source.
+# The loader test kit's fake backend stands in for the vendor's source: a vendor at 4bit 1.0, which must not
+# export the functions of later minors (the fake's definitions of them renamed away, as its OMIT does).
 "$cc" -std=c11 -O2 -shared -fPIC -fvisibility=hidden $(pkg-config --cflags kbit) -I"$abidir" \
       -DFAKE_NAME='"acme"' -DFAKE_PROBE=20 -DFAKE_4BIT_VERSION=0x10000 \
+      -Dkbit_gemm_4bit_grouped=fake_omitted_kbit_gemm_4bit_grouped \
+      -Dkbit_gemm_4bit_precision=fake_omitted_kbit_gemm_4bit_precision \
       -Wl,--version-script="$abidir/kbit_core.map" -Wl,--version-script="$abidir/kbit_4bit.map" \
       -Wl,-Bsymbolic -Wl,--no-undefined -o "$tmp/vendor/libkbit_acme.so" "$src/tests/loader/fake_backend.c"
 KBIT_BACKEND_PATH=$tmp/vendor "$prefix/bin/kbit" info >"$tmp/vendor.txt"
