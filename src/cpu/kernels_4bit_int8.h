@@ -47,16 +47,18 @@ inline void prepare_int8_nibble_order(const int8_t* q, int64_t K, int8_t* prepar
 }
 
 // The weight tile's scales for chunk c: lane i gets scales[((r + i)*K + 32c) / blocksize] (rows past
-// r_last repeat r_last). Refreshed only where some lane enters a new block.
+// r_last repeat r_last). Refreshed only where some lane enters a new block; blocksize is a power of two, so
+// the division is a shift (a 64-bit divide per lane cost more than the chunk's arithmetic).
 inline bool int8_scales_change(int64_t K, int64_t blocksize, int64_t c) {
     return K % blocksize != 0 || (c * kInt8Chunk) % blocksize == 0;
 }
+inline int int8_block_shift(int64_t blocksize) { return __builtin_ctzll(static_cast<unsigned long long>(blocksize)); }
 template <int Lanes>
-inline void int8_tile_scales(const float* scales, int64_t r, int64_t r_last, int64_t K, int64_t blocksize, int64_t c,
+inline void int8_tile_scales(const float* scales, int64_t r, int64_t r_last, int64_t K, int shift, int64_t c,
                              float* out) {
     for (int i = 0; i < Lanes; ++i) {
         const int64_t row = r + i < r_last ? r + i : r_last;
-        out[i] = scales[(row * K + c * kInt8Chunk) / blocksize];
+        out[i] = scales[(row * K + c * kInt8Chunk) >> shift];
     }
 }
 

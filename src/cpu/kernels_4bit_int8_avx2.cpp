@@ -44,6 +44,7 @@ KBIT_AVX2 void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
     const Levels lv = load_levels(qt);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
     const int64_t nc = K / kInt8Chunk, row_bytes = K / 2;
+    const int shift = int8_block_shift(blocksize);
     for (int64_t r = r0; r < r1; r += kRows) {
         const int64_t last = (r1 - r < kRows ? r1 : r + kRows) - 1;
         const uint8_t* rows[kRows];
@@ -54,7 +55,7 @@ KBIT_AVX2 void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
         __m256 scale = _mm256_setzero_ps();
         for (int64_t c = 0; c < nc; ++c) {
             if (int8_scales_change(K, blocksize, c)) {
-                int8_tile_scales<kRows>(scales, r, last, K, blocksize, c, s);
+                int8_tile_scales<kRows>(scales, r, last, K, shift, c, s);
                 scale = _mm256_load_ps(s);
             }
             // Rows i and i + 4 share a vector; the 4 x 4 transposes leave lane i = row i.

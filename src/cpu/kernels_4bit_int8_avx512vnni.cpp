@@ -32,6 +32,7 @@ KBIT_VNNI void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const int64_t nc = K / kInt8Chunk, row_bytes = K / 2;
+    const int shift = int8_block_shift(blocksize);
     for (int64_t r = r0; r < r1; r += kRows) {
         const int64_t last = (r1 - r < kRows ? r1 : r + kRows) - 1;
         const uint8_t* rows[kRows];
@@ -42,7 +43,7 @@ KBIT_VNNI void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
         __m512 scale = _mm512_setzero_ps();
         for (int64_t c = 0; c < nc; ++c) {
             if (int8_scales_change(K, blocksize, c)) {
-                int8_tile_scales<kRows>(scales, r, last, K, blocksize, c, s);
+                int8_tile_scales<kRows>(scales, r, last, K, shift, c, s);
                 scale = _mm512_load_ps(s);
             }
             // Vector j holds rows j, j + 4, j + 8, j + 12 in its quarters; the transposes leave lane i = row i.
