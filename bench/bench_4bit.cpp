@@ -216,6 +216,31 @@ void gemm_cases(Weights& w, const std::string& shape, int M) {
     }
 }
 
+// kbit_gemm_4bit_precision's int8 class (behaviour.md §3.6) beside the exact rows above (gemv_nf4 for M = 1,
+// gemm_nf4_M<M>): the same weights and traffic, kernel "gemm_nf4_M<M>_int8".
+template <class T>
+void int8_class_cases(Weights& w, const std::string& shape, int M) {
+    const char* dt = kbit::Elem<T>::name;
+    const int64_t N = w.rows, K = w.cols;
+    Buffer<T> a(static_cast<size_t>(M * K)), out(static_cast<size_t>(M * N));
+    fill(a.p, static_cast<size_t>(M * K), 4);
+    const kbit_bench::Traffic traffic{double(N) * K / 2.0 + 4.0 * double(N) * K / w.bs + sizeof(T) * double(M) * K,
+                                      sizeof(T) * double(M) * N, 2};
+    const std::string kernel = "gemm_nf4_M" + std::to_string(M) + "_int8";
+    const int32_t dtype = std::is_same_v<T, float> ? KBIT_DTYPE_FP32
+                          : std::is_same_v<T, kbit_half> ? KBIT_DTYPE_FP16 : KBIT_DTYPE_BF16;
+    int64_t next = 0;
+    for (int t : options().threads) {
+        if (!selected(kernel, dt, shape)) continue;
+        measure(kernel, dt, shape, t, traffic, [&] {
+            const int64_t c = next++ % w.copies;
+            check(kbit_gemm_4bit_precision(KBIT_PRECISION_INT8, dtype, a.p, w.packed[c], w.absmax[c], nullptr, nullptr,
+                                           nullptr, out.p, nullptr, M, N, K, w.bs, KBIT_QUANT_NF4, nullptr),
+                  "int8 class");
+        });
+    }
+}
+
 // The GEMV on bitsandbytes' CPU layout, kbit's (bnb_cpu interface) beside bitsandbytes' own
 // (AVX512-BF16 builds), the layout built from the same weights: per 32
 // output rows, for each pair of columns, 32 bytes whose low nibbles are rows 0..15 and high nibbles
@@ -416,6 +441,10 @@ KBIT_BENCH_SUITE(4bit) {
         gemv_cases<kbit_bf16>(w, s.name);
         gemm_cases<kbit_bf16>(w, s.name, 4);
         for (int M : {4, 8, 12, 16}) gemm_cases<float>(w, s.name, M);
+        for (int M : {1, 8}) {
+            int8_class_cases<float>(w, s.name, M);
+            int8_class_cases<kbit_bf16>(w, s.name, M);
+        }
         bnb_gemv_cases(w, s.name);
 #ifdef KBIT_BENCH_HAVE_OPENBLAS
         if (!options().quick && s.name != "4096x14336") {  // 512x4096x4096, 512x4096x14336
