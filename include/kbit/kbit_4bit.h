@@ -1,7 +1,8 @@
 /*
  * kbit_4bit.h — the 4-bit sub-interface: NF4 / FP4 blockwise quantization, dequantization, the 4-bit
  * GEMV and GEMM of bitsandbytes, and kbit's additions (64-bit sizes with streams, bitsandbytes double
- * quantization, torchao's NF4Tensor format).
+ * quantization, torchao's NF4Tensor format, the grouped mixture-of-experts GEMM, the GEMM with an explicit
+ * precision class).
  *
  * Functions with bitsandbytes names keep bitsandbytes' parameter types and order and return
  * kbit_status where bitsandbytes returns void, so existing ctypes callers work unchanged.
