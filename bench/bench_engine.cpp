@@ -158,10 +158,19 @@ void engine_cases(const EngineShape& s) {
                               static_cast<int>(kBlocksize), KBIT_QUANT_NF4, nullptr),
               "cgemm_4bit_fp32");
     };
+    // kbit's int8 class (behaviour.md §3.6): the arithmetic of ggml's rows under kbit's NF4 format.
+    auto gemm_int8 = [&](int64_t M) {
+        const size_t c = next++ % nf4.copies();
+        check(kbit_gemm_4bit_precision(KBIT_PRECISION_INT8, KBIT_DTYPE_FP32, x.p, nf4.packed[c], nf4.absmax[c], nullptr,
+                                       nullptr, nullptr, out.p, nullptr, M, N, K, kBlocksize, KBIT_QUANT_NF4, nullptr),
+              "kbit_gemm_4bit_precision int8");
+    };
     gemv(0);
     const bool gemv_ok = checked("kbit cgemm_4bit_inference_naive_fp32 M1", s.name, relative_error(out.p, ref, N));
     gemm(kLargestM);
     const bool gemm_ok = checked("kbit cgemm_4bit_fp32 M8", s.name, relative_error(out.p, ref, kLargestM * N));
+    gemm_int8(kLargestM);
+    const bool int8_ok = checked("kbit int8 class M8", s.name, relative_error(out.p, ref, kLargestM * N));
 
 #ifdef KBIT_BENCH_HAVE_GGML
     using ggml_peer::Format;
@@ -220,6 +229,9 @@ void engine_cases(const EngineShape& s) {
             }
 #endif
             if (gemm_ok) add("kbit_nf4_gemm" + ms, traffic, [&, M] { gemm(M); }, "kbit cgemm_4bit_fp32 NF4 blocksize 64");
+            if (int8_ok)
+                add("kbit_nf4_int8" + ms, traffic, [&, M] { gemm_int8(M); },
+                    "kbit_gemm_4bit_precision KBIT_PRECISION_INT8 NF4 blocksize 64");
             add("read_nf4" + ms, traffic, [&] {
                 const size_t c = next++ % nf4.copies();
                 if ((fold_bytes(nf4.packed[c], N * K / 2) ^ fold_bytes(reinterpret_cast<const uint8_t*>(nf4.absmax[c]),
