@@ -20,6 +20,49 @@ namespace {
 // Rows per thread so that each thread gets kGrainWeights weights.
 int64_t min_rows(int64_t k) { return std::max<int64_t>(1, kGrainWeights / std::max<int64_t>(1, k)); }
 
+// gemm_4bit in pieces (plan, restored scales, prepared rows, output rows r0..r1), shared with
+// gemm_4bit_grouped so that it runs every expert's rows in one parallel region with exactly the
+// kernels, layout and sums of the gemm_4bit call on the expert's slice.
+struct GemmPlan {
+    const Dot4bitKernels* dot;
+    const Prefill4bitKernels* prefill;
+    bool panels;           // the prefill panels (enough activation rows), else the dot kernels
+    int64_t panel_floats;  // scratch per concurrent gemm_rows call (panels only)
+};
+
+GemmPlan plan_gemm(int M, int K, int blocksize) {
+    const auto& prefill = prefill_4bit_kernels();
+    const bool panels = prefill.supports(M, K, blocksize);
+    return {&dot_4bit_kernels(K, K, blocksize), &prefill, panels, panels ? prefill.panel_floats(M) : 0};
+}
+
+// restored[b] for blocks b in [b0, b1) of a nested weight: the kernels read fp32 scales.
+void restore_scales(const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+                    const float* absmax_offset, int64_t b0, int64_t b1, float* restored) {
+    for (int64_t b = b0; b < b1; ++b)
+        restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
+}
+
+// One activation row x of K elements as the plan's kernel reads it: fp32 in order for the panels,
+// dot.prepare's layout for the dot kernels (a: K floats of scratch).
+template <class T>
+void prepare_row(const GemmPlan& plan, const T* x, int K, float* a, float* row) {
+    for (int kk = 0; kk < K; ++kk) (plan.panels ? row : a)[kk] = Elem<T>::load(x[kk]);
+    if (!plan.panels) plan.dot->prepare(a, K, row);
+}
+
+// sums[i * ldo + r] for the M prepared rows i and weight rows r in [r0, r1). Each row's sum depends
+// on that row alone, not on r0 or r1 (the dot tiles reduce as SumOfLanes does, the panels sum per
+// output): callers may cut [0, N) anywhere.
+void gemm_rows(const GemmPlan& plan, const float* prepared, int M, int K, const uint8_t* B, const float* scales,
+               int blocksize, QuantType qt, int64_t r0, int64_t r1, float* sums, int64_t ldo, float* panel) {
+    if (plan.panels)
+        plan.prefill->rows(prepared, M, K, B, scales, blocksize, qt, r0, r1, sums, ldo, panel);
+    else
+        plan.dot->dot_rows(prepared, M, K, B, K, scales, blocksize, qt == QuantType::FP4 ? kFp4Values : kNf4Values,
+                           r0, r1, sums, ldo);
+}
+
 }  // namespace
 }  // namespace kbit::cpu
 
@@ -73,36 +116,24 @@ template <class T>
 kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
                       const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int M, int N, int K,
                       int blocksize, QuantType qt, void*) {
-    const auto& dot = cpu::dot_4bit_kernels(K, K, blocksize);
+    const GemmPlan plan = plan_gemm(M, K, blocksize);
     const int64_t blocks = (static_cast<int64_t>(N) * K + blocksize - 1) / blocksize;
     std::vector<float> restored;
     const float* scales = absmax;
     if (absmax_8bit != nullptr) {
         restored.resize(static_cast<size_t>(blocks));
         parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
-            for (int64_t b = b0; b < b1; ++b)
-                restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
+            restore_scales(absmax, absmax_8bit, absmax_code, absmax_offset, b0, b1, restored.data());
         });
         scales = restored.data();
     }
-    const size_t mk = static_cast<size_t>(M) * K;
-    std::vector<float> a(static_cast<size_t>(K)), prepared(mk), sums(static_cast<size_t>(M) * N);
-    const auto& prefill = cpu::prefill_4bit_kernels();
-    const bool panels = prefill.supports(M, K, blocksize);
-    const int64_t panel_floats = panels ? prefill.panel_floats(M) : 0;
-    std::vector<float> panel(static_cast<size_t>(panel_floats * cpu::max_workers()));
-    for (int i = 0; i < M; ++i) {
-        float* row = prepared.data() + static_cast<size_t>(i) * K;  // in order for the panels
-        for (int kk = 0; kk < K; ++kk) (panels ? row : a.data())[kk] = Elem<T>::load(A[static_cast<size_t>(i) * K + kk]);
-        if (!panels) dot.prepare(a.data(), K, row);
-    }
-    const float* lut = qt == QuantType::FP4 ? kFp4Values : kNf4Values;
+    std::vector<float> a(static_cast<size_t>(K)), prepared(static_cast<size_t>(M) * K), sums(static_cast<size_t>(M) * N);
+    std::vector<float> panel(static_cast<size_t>(plan.panel_floats * cpu::max_workers()));
+    for (int i = 0; i < M; ++i)
+        prepare_row(plan, A + static_cast<size_t>(i) * K, K, a.data(), prepared.data() + static_cast<size_t>(i) * K);
     parallel_workers(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1, int64_t w) {
-        if (panels)
-            prefill.rows(prepared.data(), M, K, B, scales, blocksize, qt, r0, r1, sums.data(), N,
-                         panel.data() + w * panel_floats);
-        else
-            dot.dot_rows(prepared.data(), M, K, B, K, scales, blocksize, lut, r0, r1, sums.data(), N);
+        gemm_rows(plan, prepared.data(), M, K, B, scales, blocksize, qt, r0, r1, sums.data(), N,
+                  panel.data() + w * plan.panel_floats);
         for (int i = 0; i < M; ++i)
             for (int64_t j = r0; j < r1; ++j) {
                 float s = sums[static_cast<size_t>(i) * N + j];
