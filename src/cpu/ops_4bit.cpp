@@ -197,56 +197,122 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
 }
 
 // Exactly the loop of cgemm_4bit calls over the experts (kbit_4bit.def): the pairs (t, j) are grouped by
-// expert in (t, j) order, each chosen expert's rows are gathered and multiplied by its weights in one
-// gemm_4bit of this backend (so its weights are read once), and the rows are scattered back (or kept for the
-// combine). An expert whose weights do not start a block has no slice: the reference rows cover it.
+// expert in (t, j) order, and each chosen expert's rows are gathered and prepared as gemm_4bit of this
+// backend prepares them for its slice (same plan, same restored scales). Then one parallel region runs
+// the output rows of all chosen experts end to end (so each expert's weights are read once, and a call
+// pays one fork/join, not one per expert: on a loaded machine each costs a scheduler slice), writing
+// each row straight to its pair. An expert whose weights do not start a block has no slice: the
+// reference rows cover it, in the same region.
 template <class T>
 kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
                               const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
                               const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
                               QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
-                              T* out, void* stream) {
+                              T* out, void*) {
     const int64_t pairs = tokens * top_k;  // <= 2^31 - 1 (validated)
     std::vector<int32_t> order;
     const kbit_status checked = grouped_pairs_by_expert(fn, ids, pairs, top_k, experts, &order);
     if (checked != KBIT_STATUS_SUCCESS) return checked;
 
     const bool nested = absmax_8bit != nullptr;
+    const int k = static_cast<int>(K), bs = static_cast<int>(blocksize);  // a slice's, as cgemm_4bit takes them
+    // Expert x of the chosen ones: pairs order[p0, p0 + m); gathered row q = p0 + i is pair order[q].
+    struct Chosen {
+        int64_t e, p0, m;
+        bool slice;
+        GemmPlan plan;
+        const uint8_t* B;
+        const float* scales;  // plain: the slice's absmax; nested: filled in once restored
+    };
+    std::vector<Chosen> chosen;
+    std::vector<int32_t> chosen_of(static_cast<size_t>(pairs));  // per gathered row
+    int64_t restored_blocks = 0, panel_floats = 0;
+    bool any_without_slice = false;
+    const int64_t slice_blocks = (N * K + blocksize - 1) / blocksize;  // gemm_4bit's `blocks`
+    for (int64_t p0 = 0; p0 < pairs;) {
+        const int64_t e = ids[order[p0]];
+        int64_t p1 = p0 + 1;
+        while (p1 < pairs && ids[order[p1]] == e) ++p1;
+        const int64_t first = e * N * K, beta = first / blocksize;  // nibble and block of W_e[0][0]
+        const bool slice = grouped_expert_has_slice(e, N, K, blocksize, nested);
+        Chosen c{e, p0, p1 - p0, slice, plan_gemm(static_cast<int>(p1 - p0), k, bs), B + first / 2, nullptr};
+        if (slice && !nested) c.scales = absmax + beta;
+        if (slice && nested) restored_blocks += slice_blocks;
+        if (slice) panel_floats = std::max(panel_floats, c.plan.panel_floats);
+        any_without_slice = any_without_slice || !slice;
+        std::fill(chosen_of.begin() + p0, chosen_of.begin() + p1, static_cast<int32_t>(chosen.size()));
+        chosen.push_back(c);
+        p0 = p1;
+    }
+    const auto count = static_cast<int64_t>(chosen.size());
+
+    // Nested scales: every slice's blocks restored in one region, each as gemm_4bit restores its own.
+    std::vector<float> restored(static_cast<size_t>(restored_blocks));
+    if (nested) {
+        std::vector<int64_t> sliced;  // chosen experts with a slice, in the order of `restored`
+        for (int64_t x = 0; x < count; ++x)
+            if (chosen[x].slice) {
+                chosen[x].scales = restored.data() + static_cast<int64_t>(sliced.size()) * slice_blocks;
+                sliced.push_back(x);
+            }
+        parallel_range(restored_blocks, kGrainElements, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1;) {
+                const int64_t s = i / slice_blocks, b0 = i - s * slice_blocks;
+                const int64_t b1 = std::min(slice_blocks, b0 + (i1 - i));
+                const int64_t beta = chosen[sliced[s]].e * N * K / blocksize;
+                restore_scales(absmax + beta / 256, absmax_8bit + beta, absmax_code, absmax_offset, b0, b1,
+                               restored.data() + s * slice_blocks);
+                i += b1 - b0;
+            }
+        });
+    }
+
+    // Gathered rows, prepared for their expert's plan (experts without a slice keep them as T).
+    std::vector<float> prepared(static_cast<size_t>(pairs * K));
+    std::vector<T> gathered(any_without_slice ? static_cast<size_t>(pairs * K) : 0);
+    std::vector<float> scratch(static_cast<size_t>(K * max_workers()));
+    parallel_workers(pairs, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, K)),
+                     [&](int64_t q0, int64_t q1, int64_t w) {
+                         for (int64_t q = q0; q < q1; ++q) {
+                             const int64_t p = order[q];
+                             const T* x = A + (a_rows_per_token == 1 ? p / top_k : p) * K;
+                             const Chosen& c = chosen[chosen_of[q]];
+                             if (c.slice)
+                                 prepare_row(c.plan, x, k, scratch.data() + w * K, prepared.data() + q * K);
+                             else
+                                 std::copy(x, x + K, gathered.begin() + q * K);
+                         }
+                     });
+
     // With combine every row is kept (rounded to T) until the weighted sums; without, rows go to out directly.
     std::vector<T> kept(combine != nullptr ? static_cast<size_t>(pairs * N) : 0);
     T* rows_out = combine != nullptr ? kept.data() : out;
-    std::vector<T> x, y;
-    for (int64_t r0 = 0; r0 < pairs;) {
-        const int64_t e = ids[order[r0]];
-        int64_t r1 = r0 + 1;
-        while (r1 < pairs && ids[order[r1]] == e) ++r1;
-        const int64_t m = r1 - r0;
-        x.resize(static_cast<size_t>(m * K));
-        y.resize(static_cast<size_t>(m * N));
-        for (int64_t i = 0; i < m; ++i) {
-            const int64_t p = order[r0 + i];
-            const int64_t row = a_rows_per_token == 1 ? p / top_k : p;
-            std::copy(A + row * K, A + (row + 1) * K, x.begin() + i * K);
+    std::vector<float> sums(static_cast<size_t>(pairs * N)), panel(static_cast<size_t>(panel_floats * max_workers()));
+    // Output rows g = x * N + n of every chosen expert x, cut into one contiguous range per worker
+    // (ranges may span experts). The grain is gemm_4bit's at the mean rows per expert.
+    const int64_t grain = std::max<int64_t>(1, min_rows(K) * count / std::max<int64_t>(1, pairs));
+    parallel_workers(count * N, grain, [&](int64_t g0, int64_t g1, int64_t w) {
+        for (int64_t g = g0; g < g1;) {
+            const Chosen& c = chosen[g / N];
+            const int64_t n0 = g % N, n1 = std::min(N, n0 + (g1 - g));
+            if (c.slice) {
+                gemm_rows(c.plan, prepared.data() + c.p0 * K, static_cast<int>(c.m), k, c.B, c.scales, bs, qt, n0, n1,
+                          sums.data() + c.p0 * N, N, panel.data() + w * panel_floats);
+                for (int64_t i = 0; i < c.m; ++i) {
+                    const float* from = sums.data() + (c.p0 + i) * N;
+                    T* to = rows_out + static_cast<int64_t>(order[c.p0 + i]) * N;
+                    for (int64_t n = n0; n < n1; ++n) to[n] = Elem<T>::store(from[n]);
+                }
+            } else {
+                for (int64_t i = 0; i < c.m; ++i)  // the reference's rows are independent: one at a time
+                    ref::gemm_4bit_expert_rows(gathered.data() + (c.p0 + i) * K, 1, B, absmax, absmax_8bit,
+                                               absmax_code, absmax_offset, c.e * N * K, N, K, blocksize,
+                                               static_cast<int>(qt), rows_out + static_cast<int64_t>(order[c.p0 + i]) * N,
+                                               n0, n1);
+            }
+            g += n1 - n0;
         }
-        const int64_t first = e * N * K;  // nibble of the expert's element (0, 0)
-        if (grouped_expert_has_slice(e, N, K, blocksize, nested)) {
-            const int64_t beta = first / blocksize;
-            const kbit_status s =
-                gemm_4bit<T>(fn, x.data(), B + first / 2, nested ? absmax + beta / 256 : absmax + beta,
-                             nested ? absmax_8bit + beta : nullptr, absmax_code, absmax_offset, y.data(), nullptr,
-                             static_cast<int>(m), static_cast<int>(N), static_cast<int>(K),
-                             static_cast<int>(blocksize), qt, stream);
-            if (s != KBIT_STATUS_SUCCESS) return s;
-        } else {
-            parallel_range(N, std::max<int64_t>(1, min_rows(K) / m), [&](int64_t n0, int64_t n1) {
-                ref::gemm_4bit_expert_rows(x.data(), m, B, absmax, absmax_8bit, absmax_code, absmax_offset, first, N, K,
-                                           blocksize, static_cast<int>(qt), y.data(), n0, n1);
-            });
-        }
-        for (int64_t i = 0; i < m; ++i)
-            std::copy(y.begin() + i * N, y.begin() + (i + 1) * N, rows_out + static_cast<int64_t>(order[r0 + i]) * N);
-        r0 = r1;
-    }
+    });
     if (combine != nullptr)
         parallel_range(tokens, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, N * top_k)),
                        [&](int64_t t0, int64_t t1) {
