@@ -2,6 +2,7 @@
 // kbit_export_4bit.h (which checks every argument first), as thread drivers over the kernels of the
 // active ISA (kernels_4bit.h).
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "kbit_dtype.h"
@@ -16,6 +17,12 @@
 
 namespace kbit::cpu {
 namespace {
+
+// Sums (floats) per worker of the grouped GEMM: each kernel call takes as many output rows as fit, at
+// least kGemmStepRows. Few calls, as the prefill panels pack their activations again in each (128-row
+// steps cost ~10% at M = 32); sums that stay in L2.
+constexpr int64_t kGemmStepFloats = int64_t{1} << 18;
+constexpr int64_t kGemmStepRows = 128;
 
 // Rows per thread so that each thread gets kGrainWeights weights.
 int64_t min_rows(int64_t k) { return std::max<int64_t>(1, kGrainWeights / std::max<int64_t>(1, k)); }
@@ -197,12 +204,12 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
 }
 
 // Exactly the loop of cgemm_4bit calls over the experts (kbit_4bit.def): the pairs (t, j) are grouped by
-// expert in (t, j) order, and each chosen expert's rows are gathered and prepared as gemm_4bit of this
-// backend prepares them for its slice (same plan, same restored scales). Then one parallel region runs
-// the output rows of all chosen experts end to end (so each expert's weights are read once, and a call
-// pays one fork/join, not one per expert: on a loaded machine each costs a scheduler slice), writing
-// each row straight to its pair. An expert whose weights do not start a block has no slice: the
-// reference rows cover it, in the same region.
+// expert in (t, j) order, the chosen experts planned and their nested scales restored as gemm_4bit of
+// this backend would for each slice. Then one parallel region runs the output rows of all chosen experts
+// end to end (so each expert's weights are read once, and a call pays one fork/join, not one per
+// expert: on a loaded machine each waits out a descheduled thread), each worker preparing the rows of
+// the experts it meets as gemm_4bit does and storing each output row straight to its pair. An expert
+// whose weights do not start a block has no slice: the reference rows cover it, in the same region.
 template <class T>
 kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
                               const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
@@ -216,7 +223,7 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
 
     const bool nested = absmax_8bit != nullptr;
     const int k = static_cast<int>(K), bs = static_cast<int>(blocksize);  // a slice's, as cgemm_4bit takes them
-    // Expert x of the chosen ones: pairs order[p0, p0 + m); gathered row q = p0 + i is pair order[q].
+    // Expert x of the chosen ones: its rows i < m are the pairs order[p0 + i].
     struct Chosen {
         int64_t e, p0, m;
         bool slice;
@@ -225,9 +232,7 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
         const float* scales;  // plain: the slice's absmax; nested: filled in once restored
     };
     std::vector<Chosen> chosen;
-    std::vector<int32_t> chosen_of(static_cast<size_t>(pairs));  // per gathered row
-    int64_t restored_blocks = 0, panel_floats = 0;
-    bool any_without_slice = false;
+    int64_t restored_blocks = 0, panel_floats = 0, max_m = 0;
     const int64_t slice_blocks = (N * K + blocksize - 1) / blocksize;  // gemm_4bit's `blocks`
     for (int64_t p0 = 0; p0 < pairs;) {
         const int64_t e = ids[order[p0]];
@@ -239,8 +244,7 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
         if (slice && !nested) c.scales = absmax + beta;
         if (slice && nested) restored_blocks += slice_blocks;
         if (slice) panel_floats = std::max(panel_floats, c.plan.panel_floats);
-        any_without_slice = any_without_slice || !slice;
-        std::fill(chosen_of.begin() + p0, chosen_of.begin() + p1, static_cast<int32_t>(chosen.size()));
+        max_m = std::max(max_m, c.m);
         chosen.push_back(c);
         p0 = p1;
     }
@@ -267,50 +271,58 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
         });
     }
 
-    // Gathered rows, prepared for their expert's plan (experts without a slice keep them as T).
-    std::vector<float> prepared(static_cast<size_t>(pairs * K));
-    std::vector<T> gathered(any_without_slice ? static_cast<size_t>(pairs * K) : 0);
-    std::vector<float> scratch(static_cast<size_t>(K * max_workers()));
-    parallel_workers(pairs, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, K)),
-                     [&](int64_t q0, int64_t q1, int64_t w) {
-                         for (int64_t q = q0; q < q1; ++q) {
-                             const int64_t p = order[q];
-                             const T* x = A + (a_rows_per_token == 1 ? p / top_k : p) * K;
-                             const Chosen& c = chosen[chosen_of[q]];
-                             if (c.slice)
-                                 prepare_row(c.plan, x, k, scratch.data() + w * K, prepared.data() + q * K);
-                             else
-                                 std::copy(x, x + K, gathered.begin() + q * K);
-                         }
-                     });
-
     // With combine every row is kept (rounded to T) until the weighted sums; without, rows go to out directly.
     std::vector<T> kept(combine != nullptr ? static_cast<size_t>(pairs * N) : 0);
     T* rows_out = combine != nullptr ? kept.data() : out;
-    std::vector<float> sums(static_cast<size_t>(pairs * N)), panel(static_cast<size_t>(panel_floats * max_workers()));
-    // Output rows g = x * N + n of every chosen expert x, cut into one contiguous range per worker
-    // (ranges may span experts). The grain is gemm_4bit's at the mean rows per expert.
-    const int64_t grain = std::max<int64_t>(1, min_rows(K) * count / std::max<int64_t>(1, pairs));
-    parallel_workers(count * N, grain, [&](int64_t g0, int64_t g1, int64_t w) {
-        for (int64_t g = g0; g < g1;) {
-            const Chosen& c = chosen[g / N];
-            const int64_t n0 = g % N, n1 = std::min(N, n0 + (g1 - g));
+    // Each worker runs its rows `step` at a time through its own sums (in cache, where [pairs, N] fp32
+    // sums went to memory and back), calling the kernels on the weight
+    // rebased to the step's first row. That is the same row, the same bytes, when the row starts a block:
+    // so steps and ranges start on multiples of `align` rows (1 where K is a whole number of blocks).
+    const int64_t align = K > 0 ? blocksize / std::gcd(K, blocksize) : 1;
+    const int64_t step_rows = std::min(N, std::max(kGemmStepRows, kGemmStepFloats / std::max<int64_t>(1, max_m)));
+    const int64_t step = std::max<int64_t>(1, step_rows / align) * align;
+    const int64_t units = (N + align - 1) / align;  // per expert
+    // Per worker: its sums, the prepared rows of the expert at hand and prepare_row's scratch.
+    const int64_t own_floats = max_m * step + max_m * K + K;
+    std::vector<float> own_all(static_cast<size_t>(own_floats * max_workers()));
+    std::vector<float> panel(static_cast<size_t>(panel_floats * max_workers()));
+    auto row_of = [&](int64_t q) {  // the activation row of pair order[q]
+        const int64_t p = order[q];
+        return A + (a_rows_per_token == 1 ? p / top_k : p) * K;
+    };
+    // Units of align rows of every chosen expert end to end, one contiguous range per worker (ranges may
+    // span experts). The grain is gemm_4bit's at the mean rows per expert.
+    const int64_t grain = std::max<int64_t>(1, min_rows(K) * count / std::max<int64_t>(1, pairs) / align);
+    parallel_workers(count * units, grain, [&](int64_t u0, int64_t u1, int64_t w) {
+        float* own = own_all.data() + w * own_floats;
+        float* prepared = own + max_m * step;
+        for (int64_t u = u0; u < u1;) {
+            const int64_t x = u / units, end = std::min(u1, (x + 1) * units);
+            const Chosen& c = chosen[x];
+            const int64_t n0 = (u - x * units) * align, n1 = std::min(N, (end - x * units) * align);
             if (c.slice) {
-                gemm_rows(c.plan, prepared.data() + c.p0 * K, static_cast<int>(c.m), k, c.B, c.scales, bs, qt, n0, n1,
-                          sums.data() + c.p0 * N, N, panel.data() + w * panel_floats);
-                for (int64_t i = 0; i < c.m; ++i) {
-                    const float* from = sums.data() + (c.p0 + i) * N;
-                    T* to = rows_out + static_cast<int64_t>(order[c.p0 + i]) * N;
-                    for (int64_t n = n0; n < n1; ++n) to[n] = Elem<T>::store(from[n]);
+                // Each worker prepares the rows of the experts it meets: in its cache, and no [pairs, K]
+                // buffer in memory (gate/up: 32 MB at T = 512); an expert split between workers is
+                // prepared by each, at most workers - 1 times in a call.
+                for (int64_t i = 0; i < c.m; ++i)
+                    prepare_row(c.plan, row_of(c.p0 + i), k, prepared + max_m * K, prepared + i * K);
+                for (int64_t r0 = n0; r0 < n1; r0 += step) {
+                    const int64_t rows = std::min(step, n1 - r0), first = r0 * K;  // first starts a block
+                    gemm_rows(c.plan, prepared, static_cast<int>(c.m), k, c.B + first / 2, c.scales + first / blocksize,
+                              bs, qt, 0, rows, own, step, panel.data() + w * panel_floats);
+                    for (int64_t i = 0; i < c.m; ++i) {
+                        T* to = rows_out + static_cast<int64_t>(order[c.p0 + i]) * N + r0;
+                        for (int64_t j = 0; j < rows; ++j) to[j] = Elem<T>::store(own[i * step + j]);
+                    }
                 }
             } else {
                 for (int64_t i = 0; i < c.m; ++i)  // the reference's rows are independent: one at a time
-                    ref::gemm_4bit_expert_rows(gathered.data() + (c.p0 + i) * K, 1, B, absmax, absmax_8bit,
+                    ref::gemm_4bit_expert_rows(row_of(c.p0 + i), 1, B, absmax, absmax_8bit,
                                                absmax_code, absmax_offset, c.e * N * K, N, K, blocksize,
                                                static_cast<int>(qt), rows_out + static_cast<int64_t>(order[c.p0 + i]) * N,
                                                n0, n1);
             }
-            g += n1 - n0;
+            u = end;
         }
     });
     if (combine != nullptr)
