@@ -50,6 +50,18 @@ void restore_scales(const float* absmax, const uint8_t* absmax_8bit, const float
         restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
 }
 
+// The fp32 scales of a weight of `blocks` blocks: absmax itself when plain, else the nested ones
+// restored into `restored` (in parallel).
+const float* block_scales(const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
+                          const float* absmax_offset, int64_t blocks, std::vector<float>* restored) {
+    if (absmax_8bit == nullptr) return absmax;
+    restored->resize(static_cast<size_t>(blocks));
+    parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
+        restore_scales(absmax, absmax_8bit, absmax_code, absmax_offset, b0, b1, restored->data());
+    });
+    return restored->data();
+}
+
 // One activation row x of K elements as the plan's kernel reads it: fp32 in order for the panels,
 // dot.prepare's layout for the dot kernels (a: K floats of scratch).
 template <class T>
@@ -126,14 +138,7 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     const GemmPlan plan = plan_gemm(M, K, blocksize);
     const int64_t blocks = (static_cast<int64_t>(N) * K + blocksize - 1) / blocksize;
     std::vector<float> restored;
-    const float* scales = absmax;
-    if (absmax_8bit != nullptr) {
-        restored.resize(static_cast<size_t>(blocks));
-        parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
-            restore_scales(absmax, absmax_8bit, absmax_code, absmax_offset, b0, b1, restored.data());
-        });
-        scales = restored.data();
-    }
+    const float* scales = block_scales(absmax, absmax_8bit, absmax_code, absmax_offset, blocks, &restored);
     std::vector<float> a(static_cast<size_t>(K)), prepared(static_cast<size_t>(M) * K), sums(static_cast<size_t>(M) * N);
     std::vector<float> panel(static_cast<size_t>(plan.panel_floats * cpu::max_workers()));
     for (int i = 0; i < M; ++i)
@@ -162,16 +167,9 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
     constexpr int64_t kInt8PanelBytes = 256 * 1024;
     const int64_t nc = K / kInt8Chunk;
     std::vector<float> restored;
-    const float* scales = absmax;
-    if (absmax_8bit != nullptr && K > 0) {
-        const int64_t blocks = (N * K + blocksize - 1) / blocksize;
-        restored.resize(static_cast<size_t>(blocks));
-        parallel_range(blocks, kGrainElements, [&](int64_t b0, int64_t b1) {
-            for (int64_t b = b0; b < b1; ++b)
-                restored[b] = ref::gemm_block_scale(b, absmax, absmax_8bit, absmax_code, absmax_offset);
-        });
-        scales = restored.data();
-    }
+    const float* scales = K > 0 ? block_scales(absmax, absmax_8bit, absmax_code, absmax_offset,
+                                               (N * K + blocksize - 1) / blocksize, &restored)
+                                : absmax;
     const auto& kern = cpu::int8_dot_4bit_kernels();
     std::vector<int8_t> q(static_cast<size_t>(M * K)), prepared(static_cast<size_t>(M * K));
     std::vector<Int8Chunk> chunks(static_cast<size_t>(M * nc));
