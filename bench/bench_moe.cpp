@@ -6,7 +6,8 @@
 // both with fp32 and with bf16 activations, and beside ggml's ggml_mul_mat_id (llama.cpp's MoE product,
 // peer_ggml.h) on Q4_0, IQ4_NL and Q4_K experts in its CPU_REPACK buffer, llama.cpp's default, with fp32
 // activations, where kbit_bench was built with ggml. The fp32 rows of one (shape, T, threads) are timed
-// in alternation, round by round, then the bf16 ones.
+// in alternation, round by round, with the dense GEMV of the same bytes (one cgemm_4bit at M = 1 over as
+// many experts: the yardstick of the decode rows), then the bf16 ones.
 //
 // Cold weights: the experts' weights are held in copies spanning cold_bytes(), and calls rotate over
 // (copy, routing) pairs, the routings being one router's choices relabelled by 16 permutations of the
@@ -216,7 +217,7 @@ void moe_cases(const MoeShape& s, const std::vector<int64_t>& token_counts) {
     bool any = false;
     for (int64_t t : token_counts) {
         const std::string shape = s.name + "_T" + std::to_string(t);
-        for (const char* k : {"moe_grouped_nf4", "moe_loop_nf4", "moe_ggml_"})
+        for (const char* k : {"moe_grouped_nf4", "moe_loop_nf4", "moe_dense_gemv_nf4", "moe_ggml_"})
             for (const char* dt : {"fp32", "bf16"}) any = any || selected(k, dt, shape);
     }
     if (!any) return;
@@ -283,6 +284,8 @@ void moe_cases(const MoeShape& s, const std::vector<int64_t>& token_counts) {
             ref[i] = acc;
         }
 
+        std::vector<float> dense_out(static_cast<size_t>(experts_read * N));
+        size_t dense_next = 0;
         KbitRows<float> kbit32(s, tokens, nf4, ids, af);
         KbitRows<kbit_bf16> kbit16(s, tokens, nf4, ids, af);
         kbit32.grouped(0);
@@ -314,6 +317,22 @@ void moe_cases(const MoeShape& s, const std::vector<int64_t>& token_counts) {
             }
 #endif
             if (kbit_ok) kbit32.add_loop(fp32, shape, t, nf4_bytes);
+            // The dense GEMV of the same bytes (issue 41's yardstick): one cgemm_4bit at M = 1 over the first
+            // experts_read experts as one [experts_read * N, K] weight, so the grouped rows can be read as a
+            // fraction of what a plain GEMV reaches on that traffic.
+            const int64_t dense_rows = static_cast<int64_t>(experts_read) * N;
+            if (selected("moe_dense_gemv_nf4", "fp32", shape)) {
+                const Traffic traffic{nf4_bytes + 4.0 * double(K), 4.0 * double(dense_rows), 2};
+                fp32.push_back(Case{"moe_dense_gemv_nf4", "fp32", shape, t, traffic, [&, dense_rows] {
+                                        const size_t c = dense_next++ % nf4.packed.size();
+                                        check(cgemm_4bit_fp32(af.data(), nf4.packed[c], nf4.absmax[c], nullptr, nullptr,
+                                                              nullptr, dense_out.data(), nullptr, 1,
+                                                              static_cast<int>(dense_rows), static_cast<int>(K),
+                                                              static_cast<int>(kBlocksize), KBIT_QUANT_NF4, nullptr),
+                                              "cgemm_4bit_fp32 dense");
+                                    },
+                                    "dense GEMV of the touched experts' bytes (cgemm_4bit_fp32, M = 1)"});
+            }
             if (!fp32.empty()) measure_alternating(fp32);
             std::vector<Case> bf16;
             if (kbit16_ok) {
