@@ -61,6 +61,91 @@ void gemm(Call& c, kbit_status (*f)(const T*, const uint8_t*, const float*, cons
     });
 }
 
+// The scale buffers of a 4-bit weight of `blocks` blocks: absmax_8bit present (by the input) makes it
+// nested: `blocks` codes, ceil(blocks / 256) second-level scales, a 256-entry table and one offset.
+struct Scales4 {
+    const uint8_t* absmax_8bit;
+    const float *absmax, *code, *offset;
+    bool nested() const { return absmax_8bit != nullptr; }
+};
+Scales4 scale_bufs(Call& c, Sz blocks) {
+    Scales4 s{};
+    s.absmax_8bit = c.in().coin() ? c.buf<uint8_t>("absmax_8bit", Role::In, blocks) : nullptr;
+    s.absmax = c.buf<float>("absmax", Role::In, s.nested() ? ceil_div(blocks, Sz(256)) : blocks);
+    s.code = s.nested() ? c.buf<float>("absmax_code", Role::In, 256) : c.ignored<float>("absmax_code");
+    s.offset = s.nested() ? c.buf<float>("absmax_offset", Role::In, 1) : c.ignored<float>("absmax_offset");
+    return s;
+}
+
+// kbit_gemm_4bit_grouped: A tokens * a_rows_per_token rows of K elements of dtype, B experts * N * K / 2
+// bytes and its scales, ids tokens * top_k, combine NULL or tokens * top_k floats, out tokens * top_k * N
+// elements (tokens * N with combine). An id outside [0, experts) fails the call (checked before writing).
+void grouped(Call& c, decltype(&kbit_gemm_4bit_grouped) f) {
+    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
+    const int32_t qt = c.selector("quant_type", {KBIT_QUANT_FP4, KBIT_QUANT_NF4});
+    const int64_t E = c.i64("experts"), N = c.i64("N"), K = c.i64("K"), bs = c.i64("blocksize");
+    const int64_t tokens = c.i64("tokens"), top_k = c.i64("top_k");
+    const int64_t rows = c.boolean("per_choice") ? top_k : (c.boolean("other_rows") ? c.i64("a_rows_per_token") : 1);
+    const Sz pairs = Sz(tokens) * top_k;
+    c.limit_work(pairs * N * K + pairs * N);
+    const bool with_combine = c.boolean("combine");
+    void* A = dtype_buf(c, "A", Role::In, dtype, Sz(tokens) * rows * K);
+    const uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(E) * N * K / 2);
+    const Scales4 sc = scale_bufs(c, ceil_div(Sz(E) * N * K, Sz(bs)));
+    const int32_t* ids = c.buf<int32_t>("ids", Role::In, pairs);
+    const float* combine = with_combine ? c.buf<float>("combine", Role::In, pairs) : nullptr;
+    void* out = dtype_buf(c, "out", Role::Out, dtype, with_combine ? Sz(tokens) * N : pairs * N);
+    void* stream = c.stream();
+    constexpr int64_t kIntMax = 2147483647;
+    const bool bad = !valid_dtype(dtype) || !valid_quant_type(qt) || E < 0 || N < 0 || N > kIntMax || K < 0 ||
+                     K > kIntMax || K % 2 != 0 || !is_blocksize(bs) || tokens < 0 || top_k < 0 ||
+                     (N * K > 0 && E > kMaxElements / (N * K)) || (top_k > 0 && tokens > kIntMax / top_k) ||
+                     (rows != 1 && rows != top_k);
+    const bool empty = !bad && (tokens == 0 || top_k == 0 || N == 0);
+    c.must_fail(bad, "bad selector, size out of range, odd K, unsupported blocksize or a_rows_per_token");
+    c.must_fail(!bad && !empty && (!ids || !out), "ids or out NULL");
+    c.must_fail(!bad && !empty && K > 0 && (!A || !B || !sc.absmax), "NULL input with K > 0");
+    c.must_fail(!bad && !empty && K > 0 && sc.nested() && (!sc.code || !sc.offset), "nested without code or offset");
+    bool id_out_of_range = false;
+    if (!bad && !empty && ids != nullptr && pairs.ok())
+        for (int64_t p = 0; p < pairs.value(); ++p) id_out_of_range = id_out_of_range || ids[p] < 0 || ids[p] >= E;
+    c.must_fail(id_out_of_range, "an expert id outside [0, experts)");
+    c.must_succeed_untouched(empty);
+    c.run([&] {
+        return f(dtype, A, rows, B, sc.absmax, sc.absmax_8bit, sc.code, sc.offset, E, N, K, bs, qt, ids, tokens,
+                 top_k, combine, out, stream);
+    });
+}
+
+// kbit_gemm_4bit_precision: cgemm_4bit's buffers with a dtype selector and 64-bit sizes; the int8 class
+// also needs K % 32 == 0.
+void precision(Call& c, decltype(&kbit_gemm_4bit_precision) f) {
+    const int32_t prec = c.selector("precision", {KBIT_PRECISION_EXACT, KBIT_PRECISION_INT8});
+    const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
+    const int64_t M = c.i64("M"), N = c.i64("N"), K = c.i64("K"), bs = c.i64("blocksize");
+    const int32_t qt = c.i32("quant_type");
+    c.limit_work(Sz(M) * N * K + Sz(M) * N);
+    const void* A = dtype_buf(c, "A", Role::In, dtype, Sz(M) * K);
+    const uint8_t* B = c.buf<uint8_t>("B", Role::In, Sz(N) * K / 2);
+    const Scales4 sc = scale_bufs(c, ceil_div(Sz(N) * K, Sz(bs)));
+    void* out = dtype_buf(c, "out", Role::Out, dtype, Sz(M) * N);
+    const void* bias = dtype_buf(c, "bias", Role::In, dtype, Sz(N));
+    void* stream = c.stream();
+    constexpr int64_t kIntMax = 2147483647;
+    const bool bad = (prec != KBIT_PRECISION_EXACT && prec != KBIT_PRECISION_INT8) || !valid_dtype(dtype) || M < 0 ||
+                     M > kIntMax || N < 0 || N > kIntMax || K < 0 || K > kIntMax || !is_blocksize(bs) || K % 2 != 0 ||
+                     (prec == KBIT_PRECISION_INT8 && K % 32 != 0);
+    const bool empty = !bad && (M == 0 || N == 0);
+    c.must_fail(bad, "bad precision or dtype, size out of range, odd K (int8: K % 32) or unsupported blocksize");
+    c.must_fail(!bad && !empty && !out, "out NULL");
+    c.must_fail(!bad && !empty && K > 0 && (!A || !B || !sc.absmax), "NULL input with K > 0");
+    c.must_fail(!bad && !empty && K > 0 && sc.nested() && (!sc.code || !sc.offset), "nested without code or offset");
+    c.must_succeed_untouched(empty);
+    c.run([&] {
+        return f(prec, dtype, A, B, sc.absmax, sc.absmax_8bit, sc.code, sc.offset, out, bias, M, N, K, bs, qt, stream);
+    });
+}
+
 // kbit_nested_absmax_quantize: absmax `blocks`, code 256, qabsmax `blocks`, nested_absmax
 // ceil(blocks / nested_blocksize), offset 1.
 void nested_quantize(Call& c, kbit_status (*f)(const float*, const float*, uint8_t*, float*, float*, int64_t,
@@ -159,6 +244,8 @@ Handler resolve(const Fn& fn) {
             return bind<kbit_status (*)(const T*, const uint8_t*, const float*, const uint8_t*, const float*,
                                         const float*, T*, const T*, int, int, int, int, int, void*)>(fn, gemm<T>);
         });
+    if (name == "kbit_gemm_4bit_grouped") return bind<decltype(&kbit_gemm_4bit_grouped)>(fn, grouped);
+    if (name == "kbit_gemm_4bit_precision") return bind<decltype(&kbit_gemm_4bit_precision)>(fn, precision);
     if (name == "kbit_nested_absmax_quantize")
         return bind<decltype(&kbit_nested_absmax_quantize)>(fn, nested_quantize);
     if (name == "kbit_nested_absmax_dequantize")
