@@ -829,18 +829,7 @@ def gemm_4bit_grouped(A, B, state, ids, combine=None, out=None):
                          f"needs {E * N * K // 2}")
     blocks = _blocks(E * N * K, state.blocksize)
     keep = []  # arrays whose pointers are passed
-    if state.nested and state.state2.blocksize == NESTED_BLOCKSIZE:
-        s2 = state.state2
-        codes = _arg(ctx, fn, state.absmax, "quant_state.absmax", (_U8,), numel=blocks)
-        scales = _arg(ctx, fn, s2.absmax, "quant_state.state2.absmax", (_F32,), numel=_blocks(blocks, s2.blocksize))
-        table = _arg(ctx, fn, s2.code, "quant_state.state2.code", (_F32,), numel=256)
-        offset = ctx.from_numpy(np.array([state.offset], dtype=np.float32))
-        keep.append(offset)
-        ptrs = (scales.ptr, codes.ptr, table.ptr, _addr(offset))
-    else:
-        absmax, absmax_ptr = _plain_absmax(ctx, fn, state, blocks)
-        keep.append(absmax)
-        ptrs = (absmax_ptr, None, None, None)
+    ptrs = _scale_pointers(ctx, fn, state, blocks, keep)
     dtype = a.dtype
     comb_ptr = None if combine is None else _arg(ctx, fn, combine, "combine", (_F32,), shape=(T, top_k)).ptr
     out_shape = (T, top_k, N) if combine is None else (T, N)
