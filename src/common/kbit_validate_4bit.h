@@ -137,16 +137,21 @@ inline kbit_status validate_gemm_4bit_grouped(const char* fn, int32_t dtype, con
     return a.status();
 }
 
+// The error of an id out of range: pair `pair` (token pair / top_k, slot pair % top_k) holds `id`. The
+// host check below and the device backends' deferred check (kbit_stream_errors.h) give this message.
+inline kbit_status grouped_id_error(const char* fn, int64_t pair, int64_t top_k, int32_t id, int64_t experts) {
+    return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ids[%lld] (token %lld, slot %lld) is %d, must be in [0, %lld)",
+                     static_cast<long long>(pair), static_cast<long long>(pair / top_k),
+                     static_cast<long long>(pair % top_k), static_cast<int>(id), static_cast<long long>(experts));
+}
+
 // kbit_gemm_4bit_grouped's ids, read to the host: checks each (the first out of range, in (token, slot)
 // order, fails with a message naming it) and fills `order` with the pairs t * top_k + j sorted by expert,
 // in (t, j) order within an expert: the rows each expert's one cgemm_4bit takes, in the loop's order.
 inline kbit_status grouped_pairs_by_expert(const char* fn, const int32_t* ids, int64_t pairs, int64_t top_k,
                                            int64_t experts, std::vector<int32_t>* order) {
     for (int64_t p = 0; p < pairs; ++p)
-        if (ids[p] < 0 || ids[p] >= experts)
-            return set_error(KBIT_STATUS_INVALID_ARGUMENT, fn, "ids[%lld] (token %lld, slot %lld) is %d, must be in [0, %lld)",
-                             static_cast<long long>(p), static_cast<long long>(p / top_k),
-                             static_cast<long long>(p % top_k), static_cast<int>(ids[p]), static_cast<long long>(experts));
+        if (ids[p] < 0 || ids[p] >= experts) return grouped_id_error(fn, p, top_k, ids[p], experts);
     order->resize(static_cast<size_t>(pairs));
     for (int64_t p = 0; p < pairs; ++p) (*order)[p] = static_cast<int32_t>(p);
     std::stable_sort(order->begin(), order->end(), [ids](int32_t a, int32_t b) { return ids[a] < ids[b]; });
