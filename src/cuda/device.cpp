@@ -14,6 +14,7 @@
 
 #include "cuda_check.h"
 #include "kbit_ops_core.h"
+#include "kbit_stream_errors.h"
 
 namespace {
 
@@ -122,9 +123,10 @@ kbit_status memcpy(const char* fn, void* dst, const void* src, size_t bytes, int
     return KBIT_STATUS_SUCCESS;
 }
 
+// Then the errors that calls on this stream found on the device (kbit_stream_errors.h).
 kbit_status stream_synchronize(const char* fn, void* stream) {
     KBIT_CUDA_TRY(fn, "cudaStreamSynchronize", cudaStreamSynchronize(cuda::to_stream(stream)));
-    return KBIT_STATUS_SUCCESS;
+    return stream_errors().take(stream);
 }
 
 }  // namespace kbit::ops

@@ -14,6 +14,7 @@
 
 #include "catch_run.h"
 #include "code8_search.h"
+#include "gemm_4bit_choice.h"
 #include "host_util.h"
 #include "kbit_code8.h"
 #include "kbit_nan_x86.h"
@@ -134,6 +135,37 @@ TEST_CASE("x86 NaN rule equals the host's SSE results", "[cuda][nan]") {
         }
     CHECK(checked > 20);
     CHECK(bits(kbit::x86_nan2(3.0f, 1.0f, 2.0f)) == bits(3.0f));  // non-NaN results pass through
+}
+
+// The grouped GEMM (gemm_4bit_grouped.cu) decides once per call, for expert 0, whether experts with at most
+// kSkinnyMaxM rows take the skinny body; gemm_4bit decides per call on the expert's slice and the gathered
+// rows. The claim that the two agree for every expert and row count, replayed over alignments and sizes.
+TEST_CASE("grouped GEMM picks gemm_4bit's kernel body for every expert", "[cuda][grouped]") {
+    alignas(256) static unsigned char arena[1 << 16];
+    int checked = 0, skinny = 0;
+    for (int64_t elem : {2, 4})
+        for (int64_t K : {0, 2, 30, 32, 48, 64, 96, 160, 4128})
+            for (int64_t N : {1, 3, 7, 64})
+                for (int64_t b_shift : {0, 1, 8, 16, 48}) {
+                    const unsigned char* B = arena + b_shift;
+                    const unsigned char* xs = arena;  // cudaMallocAsync's 256-byte alignment, as the scratch's
+                    const bool call_fits = kbit::cuda::skinny_fits(1, K, K, xs, B);
+                    for (int64_t e = 0; e < 6; ++e)
+                        for (int64_t first = 0; first < 5; ++first)
+                            for (int64_t rows = 1; rows <= 6; ++rows) {
+                                const void* slice = B + e * N * K / 2;
+                                const void* A = xs + first * K * elem;
+                                const bool loop = kbit::cuda::skinny_fits(rows, K, K, A, slice);
+                                const bool grouped = call_fits && rows <= kbit::cuda::kSkinnyMaxM;
+                                INFO("elem " << elem << " K " << K << " N " << N << " B+" << b_shift << " e " << e
+                                             << " first " << first << " rows " << rows);
+                                CHECK(loop == grouped);
+                                ++checked;
+                                skinny += loop;
+                            }
+                }
+    CHECK(checked == 2 * 9 * 4 * 5 * 6 * 5 * 6);
+    CHECK(skinny > 0);
 }
 
 int main(int argc, char** argv) { return run_catch(argc, argv); }
