@@ -237,9 +237,12 @@ KBIT_API kbit_status kbit_device_free(void* ptr);
 KBIT_API kbit_status kbit_memcpy(void* dst, const void* src, size_t bytes, int32_t kind);
 
 /**
- * Waits until all work queued on `stream` has finished (no-op on the CPU).
+ * Waits until all work queued on `stream` has finished (no-op on the CPU), then reports the first error
+ * that calls given this stream handle found on the device after they returned (an expert id out of range
+ * in kbit_gemm_4bit_grouped), once (behaviour.md §10.6).
  * @param stream opaque stream handle; NULL = the legacy default stream.
- * @return KBIT_STATUS_SUCCESS or KBIT_STATUS_DEVICE_ERROR.
+ * @return KBIT_STATUS_SUCCESS, the deferred error's status (KBIT_STATUS_INVALID_ARGUMENT, with its
+ *         message), or KBIT_STATUS_DEVICE_ERROR.
  * @since core 1.0
  */
 KBIT_API kbit_status kbit_stream_synchronize(void* stream);
