@@ -293,6 +293,12 @@ TEST_CASE("4bit grouped gemm: bad input gets its message and writes nothing", "[
                                                             int64_t{1} << 20, int64_t{1} << 12, nullptr, out.get(),
                                                             nullptr),
                   fn + "tokens * top_k is 1048576 * 4096, must be <= 2^31 - 1");
+    // No experts at all: every id is out of range (a device backend still runs its plan over zero experts).
+    check_id_error(backend().fns_4bit.kbit_gemm_4bit_grouped(KBIT_DTYPE_FP32, dA.get(), 1, dB.get(), dabs.get(),
+                                                             nullptr, nullptr, nullptr, 0, 8, 64, 64, KBIT_QUANT_NF4,
+                                                             dids.get(), 2, 2, nullptr, out.get(), nullptr),
+                   fn + "ids[0] (token 0, slot 0) is 0, must be in [0, 0)");
+    CHECK(same_bytes(out.download(), fill));
     check_invalid(call(dA.get(), dB.get(), dabs.get(), nullptr, out.get()), fn + "ids is NULL");
     check_invalid(call(dA.get(), dB.get(), dabs.get(), dids.get(), nullptr), fn + "out is NULL");
     check_invalid(call(nullptr, dB.get(), dabs.get(), dids.get(), out.get()), fn + "A is NULL");

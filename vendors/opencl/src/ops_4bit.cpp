@@ -227,7 +227,9 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
                               T* out, void* stream) {
     return run([&] {
         const cl_command_queue q = queue_of(fn, stream);
-        const int64_t pairs = tokens * top_k, slots = std::min(experts, pairs), rows = a_rows_per_token * tokens;
+        const int64_t pairs = tokens * top_k, rows = a_rows_per_token * tokens;
+        // Work-group columns, one per chosen expert; at least one (OpenCL before 2.1 refuses an empty launch).
+        const int64_t slots = std::max<int64_t>(1, std::min(experts, pairs));
         const int64_t weights = experts * N * K, blocks = blocks_of(weights, blocksize);
         const bool nested = absmax_8bit != nullptr, dot = K > 0;  // K = 0: zeros, no weight or activation read
         if (static_cast<uint64_t>(slots) * static_cast<uint64_t>(N) > (uint64_t{1} << 52) / kDotGroup)
