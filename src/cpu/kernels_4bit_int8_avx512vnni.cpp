@@ -97,7 +97,9 @@ KBIT_VNNI void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
 // Per 64 weight bytes and activation row: 1 load, 1 shift, 2 look-ups, 2 vpdpbusd (+ 2 activation loads),
 // 2 vpshufd, 2 vpaddd, 1 masked store, and 0.5 lane shuffles when the tile is reduced; no transpose per
 // chunk as above (the row-lane kernel's 20 shuffles per 256 weight bytes are why it lost at M = 1).
-constexpr int kFewRows = 4;
+// M = 2 and 3 ran faster than the row-lane kernel at K = 4096 (0.88 against 1.19 ms, 1.16 against 1.25),
+// M = 4 as fast, but all of them slower at K = 14336, where their buffer (M * 28 KB) made pieces: M = 1 only.
+constexpr int kFewRows = 1;
 constexpr int64_t kSegCols = 128, kSegBytes = 128;  // prepared: 64 even columns, then 64 odd ones
 // Segments whose sums one buffer holds (M * kPieceSegs * 4 lines of 64 bytes, on the stack): rows longer
 // than that go in pieces, which reads them in parts (slower: a piece of 64 segments cost 30% at K = 14336).
@@ -267,16 +269,10 @@ KBIT_VNNI_VBMI void dot_rows_few(const int8_t* prepared, const Int8Chunk* chunks
     }
 }
 
-KBIT_VNNI_VBMI void dot_rows_few_any(const int8_t* prepared, const Int8Chunk* chunks, int M, int64_t K, const uint8_t* B,
-                                const float* scales, int64_t blocksize, QuantType qt, int64_t r0, int64_t r1,
-                                float* sums, int64_t ldo) {
-    static_assert(kFewRows == 4, "one instance per M");
-    switch (M) {
-        case 1: return dot_rows_few<1>(prepared, chunks, K, B, scales, blocksize, qt, r0, r1, sums, ldo);
-        case 2: return dot_rows_few<2>(prepared, chunks, K, B, scales, blocksize, qt, r0, r1, sums, ldo);
-        case 3: return dot_rows_few<3>(prepared, chunks, K, B, scales, blocksize, qt, r0, r1, sums, ldo);
-        default: return dot_rows_few<4>(prepared, chunks, K, B, scales, blocksize, qt, r0, r1, sums, ldo);
-    }
+KBIT_VNNI_VBMI void dot_rows_few_m1(const int8_t* prepared, const Int8Chunk* chunks, int, int64_t K, const uint8_t* B,
+                                    const float* scales, int64_t blocksize, QuantType qt, int64_t r0, int64_t r1,
+                                    float* sums, int64_t ldo) {
+    dot_rows_few<1>(prepared, chunks, K, B, scales, blocksize, qt, r0, r1, sums, ldo);
 }
 
 }  // namespace
@@ -286,7 +282,7 @@ void override_int8_dot_avx512vnni(Int8Dot4bitKernels& table) {
     table = {&prepare_int8_nibble_order, kRows, &dot_rows, "avx512 vnni", {}};
     // The few-rows kernel's vpermb is an avx512vbmi-level instruction.
     if (isa_at_least(Isa::Avx512Vbmi) && __builtin_cpu_supports("avx512vbmi"))
-        table.few = {kFewRows, &few_stride, &prepare_few, kRows, &dot_rows_few_any};
+        table.few = {kFewRows, &few_stride, &prepare_few, kRows, &dot_rows_few_m1};
 }
 
 }  // namespace kbit::cpu

@@ -184,8 +184,9 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
         ref::quantize_int8_rows(A + m0 * K, m1 - m0, K, q.data() + m0 * K, chunks.data() + m0 * nc);
         for (int64_t m = m0; m < m1; ++m) prepare(q.data() + m * K, K, prepared.data() + m * stride);
     });
+    // One activation tile (few) has no use for panels: the kernel streams its whole range.
     const int64_t panel_rows =
-        std::max<int64_t>(tile, kInt8PanelBytes / std::max<int64_t>(1, K / 2)) / tile * tile;
+        few ? N : std::max<int64_t>(tile, kInt8PanelBytes / std::max<int64_t>(1, K / 2)) / tile * tile;
     parallel_range_aligned(N, tile, std::max<int64_t>(1, min_rows(K) / std::max<int64_t>(1, M)),
                            [&](int64_t r0, int64_t r1) {
         if (K > 0)
