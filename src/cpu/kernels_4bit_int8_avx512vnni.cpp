@@ -103,7 +103,7 @@ KBIT_VNNI void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
 constexpr int kFewRows = 1;
 constexpr int64_t kSegCols = 128, kSegBytes = 128;  // prepared: 64 even columns, then 64 odd ones
 // Segments whose sums one buffer holds (M * kPieceSegs * 4 lines of 64 bytes, on the stack): rows longer
-// than that go in pieces, which reads them in parts (slower: a piece of 64 segments cost 30% at K = 14336).
+// than that go in pieces, which reads them in parts (slower: pieces of 64 segments cost 13-33% at K = 14336).
 constexpr int64_t kPieceBytes = 32 * 1024;
 constexpr int64_t kPrefetchBytes = 8 * 1024;
 
