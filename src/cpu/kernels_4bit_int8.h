@@ -27,7 +27,8 @@ constexpr int kInt8MaxRows = 16;
 // weight row is decoded with plain loads and no transpose, and the exact integer partial sums of a tile's
 // rows are reduced (in any order: they are integers) to one lane per row before the fp32 steps, which keep
 // the reference's order. For M = 1 it beats the row-lane kernel, whose transposes are paid per activation
-// tile; for larger M the reduction, paid per activation row, costs more than the transposes.
+// tile; for larger M its buffer of sums, one per activation row, cuts long rows into pieces, and at K = 14336
+// that was slower than the row-lane kernel (bench/notes/2026-12-08-int8-m1.md).
 struct Int8FewRowsKernel {
     // Largest M it takes (0: no such kernel).
     int max_rows;

@@ -86,11 +86,12 @@ KBIT_VNNI void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
 }
 
 // The few-rows kernel (M <= kFewRows): lanes along K. A segment is 128 columns of one weight row, one 64-byte
-// load: its high nibbles (even columns) and low nibbles (odd ones) become two vectors of L + 128 (vpermb: the
-// kernel needs AVX512_VBMI and the avx512vbmi level; without them M = 1 takes the row-lane kernel) that meet the prepared
-// activations' even and odd columns in two vpdpbusd. Lane l then holds columns 8l .. 8l + 7, so 128-bit
-// lane q is the segment's chunk q in 4 partial sums; two vpshufd + vpaddd put the chunk's whole sum in
-// every dword of the lane, and a masked store writes it to dword i % 4 of a buffer line shared by 4 rows.
+// load: its high nibbles (even columns) and low nibbles (odd ones) become two vectors of L + 128 (vpermb:
+// the kernel needs AVX512_VBMI and the avx512vbmi level; without them M = 1 takes the row-lane kernel) that
+// meet the prepared activations' even and odd columns in two vpdpbusd. Lane l then holds columns
+// 8l .. 8l + 7, so 128-bit lane q is the segment's chunk q in 4 partial sums; two vpshufd + vpaddd put the
+// chunk's whole sum in every dword of the lane, and a masked store writes it to dword i % 4 of a buffer line
+// shared by 4 rows.
 // Rows are read one after the other, whole, so the weights stream like one array (16 interleaved rows, or
 // 4, ran at about half the cold read rate). When the tile's 16 rows are done, a 4 x 4 transpose of 128-bit
 // lanes (vshufi64x2) turns each segment's 4 lines into one vector per chunk, lane i = row i, 128 * qsum is
@@ -136,8 +137,8 @@ KBIT_VNNI_VBMI inline void transpose_lanes(const __m512i (&x)[4], __m512i (&out)
 // Rows that start blocks (K % blocksize == 0): the scales of blocks [b0, b0 + 16) of the tile's rows,
 // transposed to out[b - b0][i] (row i; rows past last repeat last), once per 16 blocks instead of a gather
 // per block (a 16-lane vgatherdps per 512 weight bytes took a third of the time at M = 1).
-KBIT_VNNI_VBMI void transpose_scales(const float* scales, int64_t r, int64_t last, int64_t blocks_per_row, int64_t b0,
-                                float* out) {
+KBIT_VNNI_VBMI void transpose_scales(const float* scales, int64_t r, int64_t last, int64_t blocks_per_row,
+                                     int64_t b0, float* out) {
     const int64_t n = blocks_per_row - b0 < 16 ? blocks_per_row - b0 : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
     __m512 x[16], t[16];
@@ -167,7 +168,7 @@ KBIT_VNNI_VBMI void transpose_scales(const float* scales, int64_t r, int64_t las
 // of (L + 128) * q, for every j. Full: all 64 bytes at row (else the row's last bytes, under mask).
 template <int M, bool Full>
 KBIT_VNNI_VBMI inline void segment_sums(const int8_t* prepared, int64_t stride, const uint8_t* row, __mmask64 mask,
-                                   __m512i table, __m512i (&sum)[M]) {
+                                        __m512i table, __m512i (&sum)[M]) {
     const __m512i w = Full ? _mm512_loadu_si512(row) : _mm512_maskz_loadu_epi8(mask, row);
     // vpermb reads the low 6 bits of each index byte: the 64-byte table is the 16 levels 4 times, so the
     // nibbles need no mask.
@@ -184,8 +185,8 @@ KBIT_VNNI_VBMI inline void segment_sums(const int8_t* prepared, int64_t stride, 
 
 template <int M>
 KBIT_VNNI_VBMI void dot_rows_few(const int8_t* prepared, const Int8Chunk* chunks, int64_t K, const uint8_t* B,
-                            const float* scales, int64_t blocksize, QuantType qt, int64_t r0, int64_t r1,
-                            float* sums, int64_t ldo) {
+                                 const float* scales, int64_t blocksize, QuantType qt, int64_t r0, int64_t r1,
+                                 float* sums, int64_t ldo) {
     constexpr int64_t kPieceSegs = kPieceBytes / (M * 4 * 64);
     alignas(16) uint8_t biased[16];
     for (int i = 0; i < 16; ++i) biased[i] = static_cast<uint8_t>(int8_levels(qt)[i] + 128);
