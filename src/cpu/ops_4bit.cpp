@@ -173,7 +173,7 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
                                 : absmax;
     const auto& table = cpu::int8_dot_4bit_kernels();
     // Few activation rows (M = 1 above all) take the table's kernel along K where it has one.
-    const bool few = M <= table.few.max_rows;
+    const bool few = table.few.max_rows > 0 && M <= table.few.max_rows;
     const int64_t stride = few ? table.few.stride(K) : K, tile = few ? table.few.tile : table.tile;
     const auto prepare = few ? table.few.prepare : table.prepare;
     const auto dot_rows = few ? table.few.dot_rows : table.dot_rows;
