@@ -1,4 +1,5 @@
-// The bf16-class kernel table of the active ISA (kernels_4bit_bf16.h): the reference fills it.
+// The bf16-class kernel table of the active ISA (kernels_4bit_bf16.h): the reference fills it, the
+// AVX-512 BF16 kernel replaces it where the level and the CPU allow.
 #include "kernels_4bit_bf16.h"
 
 #include "ref_4bit_bf16.h"
@@ -16,6 +17,9 @@ void ref_dot_rows(const uint16_t* a, int M, int64_t K, const uint8_t* B, const f
 const Bf16Dot4bitKernels& bf16_dot_4bit_kernels() {
     static const Bf16Dot4bitKernels table = [] {
         Bf16Dot4bitKernels t{1, &ref_dot_rows, "reference"};
+#if !KBIT_CPU_ARM64
+        override_bf16_dot_avx512bf16(t);
+#endif
         return t;
     }();
     return table;

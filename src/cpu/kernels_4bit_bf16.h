@@ -3,7 +3,9 @@
 // shared rule (ref::bf16_activation_rows: padded to a multiple of 32 with zeros) and calls dot_rows on
 // tiles of at most kBf16MaxRows activation rows. Every kernel gives the reference's bytes: each output's
 // 16 lanes take K in groups of 32 in vdpbf16ps's order and are summed in the same tree. Kernels: the
-// reference (ref_4bit_bf16.h) so far.
+// reference (ref_4bit_bf16.h: every level without AVX512_BF16, AArch64 included) and AVX-512 BF16
+// (kernels_4bit_bf16_avx512bf16.cpp: vpermw table look-up + vdpbf16ps, from Isa::Avx512 up on CPUs with
+// AVX512_BF16).
 #pragma once
 
 #include <cstdint>
@@ -30,5 +32,8 @@ struct Bf16Dot4bitKernels {
 
 // The table of the active ISA, assembled once (kernels_4bit_bf16.cpp).
 const Bf16Dot4bitKernels& bf16_dot_4bit_kernels();
+
+// The override (intrinsics under target attributes), checking the ISA and CPU features itself.
+void override_bf16_dot_avx512bf16(Bf16Dot4bitKernels& table);
 
 }  // namespace kbit::cpu
