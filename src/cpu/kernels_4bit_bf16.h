@@ -4,8 +4,9 @@
 // tiles of at most kBf16MaxRows activation rows. Every kernel gives the reference's bytes: each output's
 // 16 lanes take K in groups of 32 in vdpbf16ps's order and are summed in the same tree. Kernels: the
 // reference (ref_4bit_bf16.h: every level without AVX512_BF16, AArch64 included) and AVX-512 BF16
-// (kernels_4bit_bf16_avx512bf16.cpp: vpermw table look-up + vdpbf16ps, from Isa::Avx512 up on CPUs with
-// AVX512_BF16).
+// (kernels_4bit_bf16_avx512-inl.h: vpermw table look-up + vdpbf16ps, from Isa::Avx512 up on CPUs with
+// AVX512_BF16, in kernels_4bit_bf16_avx512bf16.cpp; with vpmultishiftqb for the indices under Isa::Avx512Vbmi,
+// in kernels_4bit_bf16_avx512vbmi.cpp).
 #pragma once
 
 #include <cstdint>
@@ -26,14 +27,15 @@ struct Bf16Dot4bitKernels {
     // reference's lane sum (ref::bf16_dot_4bit_rows), scales[beta] the block scales.
     void (*dot_rows)(const uint16_t* a, int M, int64_t K, const uint8_t* B, const float* scales, int64_t blocksize,
                      QuantType qt, int64_t r0, int64_t r1, float* sums, int64_t ldo);
-    // Which kernel this is ("reference", "avx512 bf16"), for tests and benchmarks.
+    // Which kernel this is ("reference", "avx512 bf16", "avx512vbmi bf16"), for tests and benchmarks.
     const char* name;
 };
 
 // The table of the active ISA, assembled once (kernels_4bit_bf16.cpp).
 const Bf16Dot4bitKernels& bf16_dot_4bit_kernels();
 
-// The override (intrinsics under target attributes), checking the ISA and CPU features itself.
+// The overrides (intrinsics under target attributes), each checking the ISA and CPU features itself.
 void override_bf16_dot_avx512bf16(Bf16Dot4bitKernels& table);
+void override_bf16_dot_avx512vbmi(Bf16Dot4bitKernels& table);
 
 }  // namespace kbit::cpu
