@@ -1,5 +1,6 @@
-// The bf16-class kernel table of the active ISA (kernels_4bit_bf16.h): the reference fills it, the
-// AVX-512 BF16 kernels replace it where the level and the CPU allow (VBMI last, so that it wins).
+// The bf16-class kernel table of the active ISA (kernels_4bit_bf16.h): the reference fills it, the AVX2
+// emulation and the AVX-512 BF16 kernels replace it where the level and the CPU allow (the last that applies
+// wins).
 #include "kernels_4bit_bf16.h"
 
 #include "ref_4bit_bf16.h"
@@ -18,6 +19,7 @@ const Bf16Dot4bitKernels& bf16_dot_4bit_kernels() {
     static const Bf16Dot4bitKernels table = [] {
         Bf16Dot4bitKernels t{1, &ref_dot_rows, "reference"};
 #if !KBIT_CPU_ARM64
+        override_bf16_dot_avx2(t);
         override_bf16_dot_avx512bf16(t);
         override_bf16_dot_avx512vbmi(t);
 #endif

@@ -3,7 +3,8 @@
 // shared rule (ref::bf16_activation_rows: padded to a multiple of 32 with zeros) and calls dot_rows on
 // tiles of at most kBf16MaxRows activation rows. Every kernel gives the reference's bytes: each output's
 // 16 lanes take K in groups of 32 in vdpbf16ps's order and are summed in the same tree. Kernels: the
-// reference (ref_4bit_bf16.h: every level without AVX512_BF16, AArch64 included) and AVX-512 BF16
+// reference (ref_4bit_bf16.h: Isa::Ref and AArch64), AVX2 + FMA (kernels_4bit_bf16_avx2.cpp: vdpbf16ps emulated
+// with fp32 FMAs, from Isa::Avx2 up on CPUs without AVX512_BF16) and AVX-512 BF16
 // (kernels_4bit_bf16_avx512-inl.h: vpermw table look-up + vdpbf16ps, from Isa::Avx512 up on CPUs with
 // AVX512_BF16, in kernels_4bit_bf16_avx512bf16.cpp; with vpmultishiftqb for the indices under Isa::Avx512Vbmi,
 // in kernels_4bit_bf16_avx512vbmi.cpp).
@@ -27,7 +28,7 @@ struct Bf16Dot4bitKernels {
     // reference's lane sum (ref::bf16_dot_4bit_rows), scales[beta] the block scales.
     void (*dot_rows)(const uint16_t* a, int M, int64_t K, const uint8_t* B, const float* scales, int64_t blocksize,
                      QuantType qt, int64_t r0, int64_t r1, float* sums, int64_t ldo);
-    // Which kernel this is ("reference", "avx512 bf16", "avx512vbmi bf16"), for tests and benchmarks.
+    // Which kernel this is ("reference", "avx2 fma", "avx512 bf16", "avx512vbmi bf16"), for tests and benchmarks.
     const char* name;
 };
 
@@ -35,6 +36,7 @@ struct Bf16Dot4bitKernels {
 const Bf16Dot4bitKernels& bf16_dot_4bit_kernels();
 
 // The overrides (intrinsics under target attributes), each checking the ISA and CPU features itself.
+void override_bf16_dot_avx2(Bf16Dot4bitKernels& table);
 void override_bf16_dot_avx512bf16(Bf16Dot4bitKernels& table);
 void override_bf16_dot_avx512vbmi(Bf16Dot4bitKernels& table);
 
