@@ -1,5 +1,5 @@
 // kbit_bench_cuda — throughput of the CUDA backend's bandwidth-bound kernels (4-bit and 8-bit
-// quantization, NF4 GEMV, optimizer steps) beside the device's measured copy bandwidth, as CSV.
+// quantization, NF4 GEMV, the grouped mixture-of-experts GEMM, optimizer steps) beside the device's measured copy bandwidth, as CSV.
 //
 // Each round times the device-to-device copy (cudaMemcpyAsync of 1 GiB, counted as bytes read +
 // written) and then the kernel (the mean over `iters` back-to-back calls through the exported C
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,58 @@ void bench_gemv(CopyProbe& copy, int N, int K, float* lut) {
     cudaFree(out);
 }
 
+// kbit_gemm_4bit_grouped on a fused [E, N, K] NF4 weight (blocksize 64) at decode: `tokens` tokens, each
+// choosing top_k distinct experts at random; the buffer sets are routings (the whole weight is well
+// past the L2 cache, so each routing's experts come from memory). bytes: the touched experts' weights
+// and scales (the mean over the routings) plus the activations and outputs.
+template <class T>
+void bench_grouped(CopyProbe& copy, const char* name, int64_t E, int64_t top_k, int64_t N, int64_t K, int64_t tokens) {
+    const int64_t B = 64, routings = 16, pairs = tokens * top_k;
+    uint8_t* W = static_cast<uint8_t*>(dmalloc(size_t(E * N * K / 2)));
+    float* absmax = static_cast<float*>(dmalloc(size_t(E * N * K / B * 4)));
+    fill_bytes(W, E * N * K / 2, 11);
+    fill_value(absmax, E * N * K / B, 0.02f);
+    T* A = static_cast<T*>(dmalloc(size_t(tokens * K) * sizeof(T)));
+    T* out = static_cast<T*>(dmalloc(size_t(pairs * N) * sizeof(T)));
+    fill_normal(A, tokens * K, 5);
+    std::mt19937 rng(7);
+    std::vector<int32_t*> ids(routings);
+    double touched = 0;
+    for (auto& set : ids) {
+        std::vector<int32_t> host(static_cast<size_t>(pairs));
+        std::vector<char> seen(static_cast<size_t>(E), 0);
+        for (int64_t t = 0; t < tokens; ++t) {
+            std::vector<int32_t> pool(static_cast<size_t>(E));
+            for (int64_t e = 0; e < E; ++e) pool[e] = static_cast<int32_t>(e);
+            std::shuffle(pool.begin(), pool.end(), rng);
+            for (int64_t j = 0; j < top_k; ++j) {
+                host[t * top_k + j] = pool[j];
+                seen[pool[j]] = 1;
+            }
+        }
+        touched += std::count(seen.begin(), seen.end(), 1);
+        set = static_cast<int32_t*>(dmalloc(size_t(pairs) * 4));
+        cuda_ok(cudaMemcpy(set, host.data(), size_t(pairs) * 4, cudaMemcpyHostToDevice), "ids");
+    }
+    const double expert_bytes = double(N) * K / 2 + double(N) * K / B * 4;
+    const double bytes = touched / routings * expert_bytes + double(tokens * K + pairs * N) * sizeof(T);
+    auto call = [&](int s) {
+        kbit_ok(kbit_gemm_4bit_grouped(kbit::Elem<T>::dtype, A, 1, W, absmax, nullptr, nullptr, nullptr, E, N, K, B,
+                                       KBIT_QUANT_NF4, ids[s], tokens, top_k, nullptr, out, nullptr),
+                "kbit_gemm_4bit_grouped");
+    };
+    measure(copy, "gemm_4bit_grouped_nf4", dtype_name<T>(),
+            std::string(name) + " T=" + std::to_string(tokens) + " E=" + std::to_string(E) + " top_k=" +
+                std::to_string(top_k) + " N=" + std::to_string(N) + " K=" + std::to_string(K),
+            bytes, static_cast<int>(routings), call);
+    kbit_ok(kbit_stream_synchronize(nullptr), "kbit_stream_synchronize (deferred id checks)");
+    for (int32_t* set : ids) cudaFree(set);
+    cudaFree(W);
+    cudaFree(absmax);
+    cudaFree(A);
+    cudaFree(out);
+}
+
 // 8-bit blockwise Adam (cadam_8bit_blockwise_grad_*): p read and written, g read, two 8-bit states
 // read and written, two absmax arrays read and written.
 template <class T>
@@ -398,6 +451,9 @@ int main(int argc, char** argv) {
     bench_gemv<kbit_bf16>(copy, 14336, 4096, lut);
     bench_gemv<kbit_bf16>(copy, 4096, 14336, lut);
     bench_gemv<float>(copy, 14336, 4096, lut);
+    bench_grouped<kbit_bf16>(copy, "qwen3moe_gate_up", 128, 8, 1536, 2048, 1);
+    bench_grouped<kbit_bf16>(copy, "qwen3moe_gate_up", 128, 8, 1536, 2048, 8);
+    bench_grouped<kbit_bf16>(copy, "mixtral_w1", 8, 2, 14336, 4096, 1);
     bench_quantize_4bit<kbit_half>(copy, n);
     bench_dequantize_8bit<kbit_half>(copy, n, code);
     const int64_t params = g_opt.quick ? int64_t{1} << 24 : int64_t{1} << 26;  // 64M parameters

@@ -353,6 +353,47 @@ def pct_text(row):
     return f"{pct:.0f}%{flag}"
 
 
+def gather_cases(table, case_of):
+    """The rows of a table's sources grouped by case and implementation: case_of(row) gives
+    (case, impl) or None for a row the table does not show. Each case from the first source that has
+    it; a source that adds no case is an error. Returns ({case: (source, {impl: [rows]})}, cases in
+    the order found)."""
+    cases, order = {}, []
+    for src in table["sources"]:
+        added = False
+        for r in read_csv(src["csv"]):
+            if not matches(r, src.get("where")):
+                continue
+            found = case_of(r)
+            if found is None:
+                continue
+            case, impl = found
+            if case in cases and cases[case][0] is not src:
+                continue
+            if case not in cases:
+                cases[case] = (src, {})
+                order.append(case)
+                added = True
+            cases[case][1].setdefault(impl, []).append(r)
+        if not added:
+            raise DataError(f"{table['title']}: {src['csv']} adds no case; drop it from current.json")
+    return cases, order
+
+
+def impl_cells(by_impl, impls):
+    """One cell per implementation (ms, GB/s, % of its limit of the median-% repeat, or "-"), and the
+    median rows by implementation."""
+    cells, medians = [], {}
+    for impl in impls:
+        rows = by_impl.get(impl)
+        if not rows:
+            cells.append("-")
+            continue
+        row = medians[impl] = median_row(rows, lambda r: fnum(r, "pct_of_limit"))
+        cells.append(f"{fnum(row, 'ms'):.3f}, {fnum(row, 'gbs'):.1f}, {pct_text(row)}")
+    return cells, medians
+
+
 def engine_table(table):
     """kbit_bench --suite engine: a row per (shape, M, threads), a column per implementation (the
     kernel column is IMPL_M<M>: kbit_nf4_naive, kbit_nf4_gemm, ggml_<type>_repack / _plain, and
@@ -360,42 +401,22 @@ def engine_table(table):
     kbit's (ggml's differs only in the read probe's stream count). Each case from the first source
     that has it; where a source holds a case more than once, the median-% repeat."""
     impls = table["impls"]
-    cases, order = {}, []
-    for src in table["sources"]:
-        added = False
-        for r in read_csv(src["csv"]):
-            if not matches(r, src.get("where")):
-                continue
-            m = re.match(r"^(.*)_M(\d+)$", r["kernel"])
-            if not m or m.group(1) not in impls:
-                continue
-            case = (r["shape"], int(m.group(2)), int(r["threads"]))
-            if case in cases and cases[case][0] is not src:
-                continue
-            if case not in cases:
-                cases[case] = (src, {})
-                order.append(case)
-                added = True
-            cases[case][1].setdefault(m.group(1), []).append(r)
-        if not added:
-            raise DataError(f"{table['title']}: {src['csv']} adds no case; drop it from current.json")
+
+    def case_of(r):
+        m = re.match(r"^(.*)_M(\d+)$", r["kernel"])
+        if not m or m.group(1) not in impls:
+            return None
+        return (r["shape"], int(m.group(2)), int(r["threads"])), m.group(1)
+
+    cases, order = gather_cases(table, case_of)
     header = ["shape (out x in)", "M", "threads", "limit GB/s (bound)"]
     header += [f"{impls[i]}: ms, GB/s, %" for i in impls] + ["run"]
     body = []
     for case in sorted(order, key=lambda c: (shape_rank(c[0]), c[1], c[2])):
         src, by_impl = cases[case]
-        limit_row = None
-        cells = []
-        for impl in impls:
-            rows = by_impl.get(impl)
-            if not rows:
-                cells.append("-")
-                continue
-            row = median_row(rows, lambda r: fnum(r, "pct_of_limit"))
-            if limit_row is None and impl.startswith("kbit"):
-                limit_row = row
-            cells.append(f"{fnum(row, 'ms'):.3f}, {fnum(row, 'gbs'):.1f}, {pct_text(row)}")
-        limit_row = limit_row or median_row(next(iter(by_impl.values())), lambda r: fnum(r, "pct_of_limit"))
+        cells, medians = impl_cells(by_impl, impls)
+        limit_row = next((medians[i] for i in impls if i.startswith("kbit") and i in medians),
+                         next(iter(medians.values())))
         body.append([case[0], str(case[1]), str(case[2]),
                      f"{fnum(limit_row, 'limit_gbs'):.1f} ({limit_row['bound']})"] + cells + [run_cell(src)])
     return table_lines(header, body)
@@ -407,25 +428,16 @@ def moe_table(table):
     GB/s of the touched experts' traffic and % of its own limit. The shape column's _T<n> suffix is
     the token count."""
     impls = table["impls"]
-    cases, order = {}, []
-    for src in table["sources"]:
-        added = False
-        for r in read_csv(src["csv"]):
-            if not matches(r, src.get("where")) or r["kernel"] not in impls:
-                continue
-            m = re.match(r"^(.*)_T(\d+)$", r["shape"])
-            if not m:
-                raise DataError(f"{src['csv']}: moe shape {r['shape']!r} lacks its _T<tokens>")
-            case = (m.group(1), int(m.group(2)), int(r["threads"]), r["dtype"])
-            if case in cases and cases[case][0] is not src:
-                continue
-            if case not in cases:
-                cases[case] = (src, {})
-                order.append(case)
-                added = True
-            cases[case][1].setdefault(r["kernel"], []).append(r)
-        if not added:
-            raise DataError(f"{table['title']}: {src['csv']} adds no case; drop it from current.json")
+
+    def case_of(r):
+        if r["kernel"] not in impls:
+            return None
+        m = re.match(r"^(.*)_T(\d+)$", r["shape"])
+        if not m:
+            raise DataError(f"moe shape {r['shape']!r} lacks its _T<tokens>")
+        return (m.group(1), int(m.group(2)), int(r["threads"]), r["dtype"]), r["kernel"]
+
+    cases, order = gather_cases(table, case_of)
     shapes = []
     for c in order:
         if c[0] not in shapes:
@@ -436,14 +448,7 @@ def moe_table(table):
     dtypes = {d: i for i, d in enumerate(DTYPE_ORDER)}
     for case in sorted(order, key=lambda c: (shapes.index(c[0]), c[1], c[2], dtypes.get(c[3], 99))):
         src, by_impl = cases[case]
-        cells = []
-        for impl in impls:
-            rows = by_impl.get(impl)
-            if not rows:
-                cells.append("-")
-                continue
-            row = median_row(rows, lambda r: fnum(r, "pct_of_limit"))
-            cells.append(f"{fnum(row, 'ms'):.3f}, {fnum(row, 'gbs'):.1f}, {pct_text(row)}")
+        cells, _ = impl_cells(by_impl, impls)
         body.append([case[0], str(case[1]), str(case[2]), case[3]] + cells + [run_cell(src)])
     return table_lines(header, body)
 

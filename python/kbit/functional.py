@@ -803,7 +803,9 @@ def gemm_4bit_grouped(A, B, state, ids, combine=None, out=None):
     choice sees its token's row) or A[t, j] when A is [T, top_k, K] (down: one row per choice). Returns
     y [T, top_k, N] in A's dtype, or with combine (fp32 [T, top_k]) the weighted sums over j,
     out[t] = sum_j combine[t, j] * y[t, j] in fp32 (j in order, no FMA), rounded to A's dtype: [T, N].
-    Equals, byte for byte, a loop of gemm_4bit over each expert's rows on the same backend."""
+    Equals, byte for byte, a loop of gemm_4bit over each expert's rows on the same backend. An id outside
+    [0, E) raises KbitError and writes nothing; on device arrays the ids are checked on the device, so the
+    error is raised at the next synchronization of the stream (kbit_stream_synchronize), not by this call."""
     fn = "gemm_4bit_grouped"
     if state is None:
         raise ValueError(f"{fn}: state cannot be None (pass the experts' QuantState)")

@@ -104,7 +104,8 @@ inline kbit_status validate_gemm_4bit(const char* fn, const void* A, const void*
 
 // kbit_gemm_4bit_grouped: scalars (dtype, quant_type, sizes and their limits, a_rows_per_token), then the
 // empty rule (no token, no choice or no output feature), then the pointers. The expert ids are device
-// memory: each backend checks them in its operation (grouped_pairs_by_expert) before writing.
+// memory: each backend checks them in its operation before writing, on the host (grouped_pairs_by_expert)
+// or on the device, with the error held for the stream's next synchronize (kbit_stream_errors.h).
 inline kbit_status validate_gemm_4bit_grouped(const char* fn, int32_t dtype, const void* A, int64_t a_rows_per_token,
                                               const void* B, const float* absmax, const uint8_t* absmax_8bit,
                                               const float* absmax_code, const float* absmax_offset, int64_t experts,

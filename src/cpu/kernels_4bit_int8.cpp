@@ -21,7 +21,7 @@ void ref_dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, int64_
 
 const Int8Dot4bitKernels& int8_dot_4bit_kernels() {
     static const Int8Dot4bitKernels table = [] {
-        Int8Dot4bitKernels t{&ref_prepare, 1, &ref_dot_rows, "reference"};
+        Int8Dot4bitKernels t{&ref_prepare, 1, &ref_dot_rows, "reference", {}};
 #if !KBIT_CPU_ARM64
         override_int8_dot_avx2(t);
         override_int8_dot_avx512vnni(t);

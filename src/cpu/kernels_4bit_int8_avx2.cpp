@@ -103,7 +103,7 @@ KBIT_AVX2 void dot_rows(const int8_t* prepared, const Int8Chunk* chunks, int M, 
 
 void override_int8_dot_avx2(Int8Dot4bitKernels& table) {
     if (!isa_at_least(Isa::Avx2)) return;
-    table = {&prepare_int8_nibble_order, kRows, &dot_rows, "avx2"};
+    table = {&prepare_int8_nibble_order, kRows, &dot_rows, "avx2", {}};
 }
 
 }  // namespace kbit::cpu

@@ -162,6 +162,7 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
 // out for the kernel; threads split the output features (on the kernel's tile), so the bytes do not depend on
 // the thread count. Within a thread, weight rows go in panels of about kInt8PanelBytes, each multiplied by
 // every tile of kInt8MaxRows activation rows while it is in the cache: for M <= 16 every weight is read once.
+// M up to the table's few.max_rows takes its kernel along K instead (one tile of activation rows).
 template <class T>
 kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
                            const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
@@ -172,25 +173,31 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
     const float* scales = K > 0 ? block_scales(absmax, absmax_8bit, absmax_code, absmax_offset,
                                                (N * K + blocksize - 1) / blocksize, &restored)
                                 : absmax;
-    const auto& kern = cpu::int8_dot_4bit_kernels();
-    std::vector<int8_t> q(static_cast<size_t>(M * K)), prepared(static_cast<size_t>(M * K));
+    const auto& table = cpu::int8_dot_4bit_kernels();
+    // Few activation rows (M = 1 above all) take the table's kernel along K where it has one.
+    const bool few = table.few.max_rows > 0 && M <= table.few.max_rows;
+    const int64_t stride = few ? table.few.stride(K) : K, tile = few ? table.few.tile : table.tile;
+    const auto prepare = few ? table.few.prepare : table.prepare;
+    const auto dot_rows = few ? table.few.dot_rows : table.dot_rows;
+    std::vector<int8_t> q(static_cast<size_t>(M * K)), prepared(static_cast<size_t>(M * stride));
     std::vector<Int8Chunk> chunks(static_cast<size_t>(M * nc));
     std::vector<float> sums(static_cast<size_t>(M * N), 0.0f);
     parallel_range(M, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, K)), [&](int64_t m0, int64_t m1) {
         ref::quantize_int8_rows(A + m0 * K, m1 - m0, K, q.data() + m0 * K, chunks.data() + m0 * nc);
-        for (int64_t m = m0; m < m1; ++m) kern.prepare(q.data() + m * K, K, prepared.data() + m * K);
+        for (int64_t m = m0; m < m1; ++m) prepare(q.data() + m * K, K, prepared.data() + m * stride);
     });
-    const int64_t panel_rows = std::max<int64_t>(kern.tile, kInt8PanelBytes / std::max<int64_t>(1, K / 2)) /
-                               kern.tile * kern.tile;
-    parallel_range_aligned(N, kern.tile, std::max<int64_t>(1, min_rows(K) / std::max<int64_t>(1, M)),
+    // One activation tile (few) has no use for panels: the kernel streams its whole range.
+    const int64_t panel_rows =
+        few ? N : std::max<int64_t>(tile, kInt8PanelBytes / std::max<int64_t>(1, K / 2)) / tile * tile;
+    parallel_range_aligned(N, tile, std::max<int64_t>(1, min_rows(K) / std::max<int64_t>(1, M)),
                            [&](int64_t r0, int64_t r1) {
         if (K > 0)
             for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
                 const int64_t p1 = std::min(r1, p0 + panel_rows);
                 for (int64_t m0 = 0; m0 < M; m0 += kInt8MaxRows) {
                     const int mt = static_cast<int>(std::min<int64_t>(kInt8MaxRows, M - m0));
-                    kern.dot_rows(prepared.data() + m0 * K, chunks.data() + m0 * nc, mt, K, B, scales, blocksize, qt,
-                                  p0, p1, sums.data() + m0 * N, N);
+                    dot_rows(prepared.data() + m0 * stride, chunks.data() + m0 * nc, mt, K, B, scales, blocksize, qt,
+                             p0, p1, sums.data() + m0 * N, N);
                 }
             }
         for (int64_t i = 0; i < M; ++i)

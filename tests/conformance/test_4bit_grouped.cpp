@@ -2,7 +2,8 @@
 // that cgemm_4bit can take, the grouped call must equal, byte for byte, the loop of cgemm_4bit_<dtype>
 // calls over the experts (rows gathered per expert in (token, slot) order) followed by the documented
 // combine; on other shapes it is held to cgemm_4bit's fp32 summation bound of the fp64 result. Bad input
-// gets its specific message and leaves the output untouched.
+// gets its specific message and leaves the output untouched; an id out of range may be found on the device,
+// and is then reported by the next kbit_stream_synchronize instead of the call.
 #include <cstring>
 
 #include "test_4bit_util.h"
@@ -138,6 +139,21 @@ bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// An id out of range fails the call (a backend that reads the ids on the host) or, when the call returned
+// KBIT_STATUS_SUCCESS (one that checks them on the device), the next kbit_stream_synchronize of its stream;
+// either way with `message`, and once: the synchronize after that succeeds.
+void check_id_error(kbit_status call, const std::string& message) {
+    const auto& c = backend().fns_core;
+    std::string returned;
+    {
+        Plumbing plumbing;  // the suite's own lookup, not a call under test
+        returned = c.kbit_status_string(call);
+    }
+    INFO("the call returned " << returned);
+    check_invalid(call == KBIT_STATUS_SUCCESS ? c.kbit_stream_synchronize(nullptr) : call, message);
+    CHECK(c.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
+}
+
 }  // namespace
 
 #define FN_GROUPED "[fn:kbit_gemm_4bit_grouped][fn:cgemm_4bit_fp32][fn:cgemm_4bit_fp16][fn:cgemm_4bit_bf16]"
@@ -164,6 +180,20 @@ TEMPLATE_TEST_CASE("4bit grouped gemm: byte for byte the per-expert cgemm_4bit l
                                 CHECK(same_bytes(got, looped(p, with_combine)));
                             }
                         }
+}
+
+TEST_CASE("4bit grouped gemm: more experts and pairs than a work-group, byte for byte the loop", "[4bit][grouped]"
+          "[fn:kbit_gemm_4bit_grouped][fn:cgemm_4bit_fp32]") {
+    // 600 experts and 900 pairs: a device backend that groups the pairs in one work-group of a few
+    // hundred items must cover both in several steps.
+    for (bool with_combine : {false, true}) {
+        DYNAMIC_SECTION((with_combine ? "combine" : "no combine")) {
+            Problem<float> p(600, 8, 64, 64, 300, 3, 1, false, KBIT_QUANT_FP4, 13);
+            std::vector<float> got;
+            require_ok(grouped(p, with_combine, &got), "kbit_gemm_4bit_grouped");
+            CHECK(same_bytes(got, looped(p, with_combine)));
+        }
+    }
 }
 
 TEMPLATE_TEST_CASE("4bit grouped gemm: no token, no choice or no feature touches nothing", "[4bit][grouped]"
@@ -215,21 +245,21 @@ TEMPLATE_TEST_CASE("4bit grouped gemm: experts without a slice, within the fp32 
 }
 
 TEST_CASE("4bit grouped gemm: bad input gets its message and writes nothing", "[4bit][grouped][errors]"
-          "[fn:kbit_gemm_4bit_grouped]") {
+          "[fn:kbit_gemm_4bit_grouped][fn:kbit_stream_synchronize]") {
     using T = float;
     const std::string fn = "kbit_gemm_4bit_grouped: ";
     Problem<T> p(3, 8, 64, 64, 2, 2, 1, false, KBIT_QUANT_NF4, 5);
     std::vector<T> got, fill(static_cast<size_t>(p.pairs() * p.N));
     if (!fill.empty()) std::memset(static_cast<void*>(fill.data()), 0x5a, fill.size() * sizeof(T));  // no NULL to memset
     const int32_t bad_ids[] = {0, 1, 2, 7};
-    check_invalid(grouped(p, false, &got, bad_ids), fn + "ids[3] (token 1, slot 1) is 7, must be in [0, 3)");
+    check_id_error(grouped(p, false, &got, bad_ids), fn + "ids[3] (token 1, slot 1) is 7, must be in [0, 3)");
     CHECK(same_bytes(got, fill));
     const int32_t negative[] = {0, -1, 2, 7};
-    check_invalid(grouped(p, false, &got, negative), fn + "ids[1] (token 0, slot 1) is -1, must be in [0, 3)");
+    check_id_error(grouped(p, false, &got, negative), fn + "ids[1] (token 0, slot 1) is -1, must be in [0, 3)");
     CHECK(same_bytes(got, fill));
     std::vector<T> comb_fill(static_cast<size_t>(p.tokens * p.N));
     std::memset(static_cast<void*>(comb_fill.data()), 0x5a, comb_fill.size() * sizeof(T));
-    check_invalid(grouped(p, true, &got, bad_ids), fn + "ids[3] (token 1, slot 1) is 7, must be in [0, 3)");
+    check_id_error(grouped(p, true, &got, bad_ids), fn + "ids[3] (token 1, slot 1) is 7, must be in [0, 3)");
     CHECK(same_bytes(got, comb_fill));
 
     Problem<T> r = p;
@@ -263,6 +293,12 @@ TEST_CASE("4bit grouped gemm: bad input gets its message and writes nothing", "[
                                                             int64_t{1} << 20, int64_t{1} << 12, nullptr, out.get(),
                                                             nullptr),
                   fn + "tokens * top_k is 1048576 * 4096, must be <= 2^31 - 1");
+    // No experts at all: every id is out of range (a device backend still runs its plan over zero experts).
+    check_id_error(backend().fns_4bit.kbit_gemm_4bit_grouped(KBIT_DTYPE_FP32, dA.get(), 1, dB.get(), dabs.get(),
+                                                             nullptr, nullptr, nullptr, 0, 8, 64, 64, KBIT_QUANT_NF4,
+                                                             dids.get(), 2, 2, nullptr, out.get(), nullptr),
+                   fn + "ids[0] (token 0, slot 0) is 0, must be in [0, 0)");
+    CHECK(same_bytes(out.download(), fill));
     check_invalid(call(dA.get(), dB.get(), dabs.get(), nullptr, out.get()), fn + "ids is NULL");
     check_invalid(call(dA.get(), dB.get(), dabs.get(), dids.get(), nullptr), fn + "out is NULL");
     check_invalid(call(nullptr, dB.get(), dabs.get(), dids.get(), out.get()), fn + "A is NULL");
@@ -273,4 +309,39 @@ TEST_CASE("4bit grouped gemm: bad input gets its message and writes nothing", "[
                                                     8, 64, 64, KBIT_QUANT_NF4, dids.get(), 2, 2, nullptr, out.get(),
                                                     nullptr),
                   fn + "dtype 7 is not KBIT_DTYPE_FP32 (0), KBIT_DTYPE_FP16 (1) or KBIT_DTYPE_BF16 (2)");
+}
+
+TEST_CASE("4bit grouped gemm: an id error is its call's alone", "[4bit][grouped][errors]"
+          "[fn:kbit_gemm_4bit_grouped][fn:cgemm_4bit_fp32][fn:kbit_stream_synchronize]") {
+    using T = float;
+    const std::string fn = "kbit_gemm_4bit_grouped: ";
+    Problem<T> p(4, 24, 160, 32, 3, 2, 1, false, KBIT_QUANT_NF4, 11);
+    const auto& c = backend().fns_core;
+    std::vector<T> got;
+    for (bool with_combine : {false, true}) {
+        DYNAMIC_SECTION((with_combine ? "combine" : "no combine")) {
+            // Two bad calls before one synchronize: the first call's error is the one reported, then none.
+            const int32_t late[] = {0, 1, 2, 3, 0, 9}, early[] = {4, 1, 2, 3, 0, 1};
+            const kbit_status first = grouped(p, with_combine, &got, late);
+            const kbit_status second = grouped(p, with_combine, &got, early);
+            const std::string message = fn + "ids[5] (token 2, slot 1) is 9, must be in [0, 4)";
+            if (first == KBIT_STATUS_SUCCESS) {
+                CHECK(second == KBIT_STATUS_SUCCESS);
+                check_invalid(c.kbit_stream_synchronize(nullptr), message);
+            } else {  // each call failed itself; the thread keeps the second one's message
+                CHECK(first == KBIT_STATUS_INVALID_ARGUMENT);
+                check_invalid(second, fn + "ids[0] (token 0, slot 0) is 4, must be in [0, 4)");
+            }
+            CHECK(c.kbit_stream_synchronize(nullptr) == KBIT_STATUS_SUCCESS);
+            // A good call right after a bad one, before and after the bad one's error is taken: the loop's
+            // bytes (a successful call leaves the thread's message as it was).
+            const std::vector<T> want = looped(p, with_combine);
+            const kbit_status bad = grouped(p, with_combine, &got, late);
+            require_ok(grouped(p, with_combine, &got), "kbit_gemm_4bit_grouped");
+            CHECK(same_bytes(got, want));
+            check_id_error(bad, message);
+            require_ok(grouped(p, with_combine, &got), "kbit_gemm_4bit_grouped");
+            CHECK(same_bytes(got, want));
+        }
+    }
 }

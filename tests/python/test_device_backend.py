@@ -199,10 +199,17 @@ def test_gemm_4bit_grouped_on_device_arrays(lib, cpu, rng, dt, nested, with_comb
     assert got.shape == want.shape == exact.shape
     assert np.all(np.abs(got - exact) <= bound)
     assert np.all(np.abs(got - want) <= 2 * bound)
+    # An id out of range: the call raises, or (checked on the device) the next synchronization does, once;
+    # out is not written either way.
     bad = ids.copy()
     bad[3, 1] = E
+    fill = np.full((T, top_k, N), 7, dtype=A.dtype)
+    out = dev(lib, fill)
     with pytest.raises(kbit.KbitError, match=rf"ids\[7\] \(token 3, slot 1\) is {E}, must be in \[0, {E}\)"):
-        kbit.gemm_4bit_grouped(dev(lib, A), packed, state, dev(lib, bad))
+        kbit.gemm_4bit_grouped(dev(lib, A), packed, state, dev(lib, bad), out=out)
+        lib.checked.kbit_stream_synchronize(None)
+    lib.checked.kbit_stream_synchronize(None)
+    assert same_bytes(host(out), fill)
 
 
 @pytest.mark.parametrize("dt", DTS)

@@ -1,12 +1,18 @@
 // The 4-bit operations (kbit_ops_4bit.h) on OpenCL: kernels/blockwise_4bit.cl (quantize, dequantize),
-// gemm_4bit.cl (GEMV, GEMM), nested_absmax.cl, torchao_nf4.cl (with the scaler stage on the host).
+// gemm_4bit.cl (GEMV, GEMM), gemm_4bit_grouped.cl, nested_absmax.cl, torchao_nf4.cl (with the scaler stage on
+// the host).
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "device_memory.h"
-#include "kbit_grouped_device.h"
 #include "kbit_half.h"
 #include "kbit_ops_4bit.h"
+#include "kbit_stream_errors.h"
 #include "kbit_torchao_scalers.h"
+#include "kbit_validate_4bit.h"
 #include "programs.h"
 
 namespace kbit::ops {
@@ -17,6 +23,54 @@ namespace {
 constexpr size_t kQuantizeGroup = 64;  // QUANTIZE_GROUP of blockwise_4bit.cl
 constexpr size_t kDotGroup = 64;       // DOT_GROUP of gemm_4bit.cl
 constexpr size_t kNestedGroup = 64;    // NESTED_GROUP of nested_absmax.cl
+constexpr size_t kPlanGroup = 256;     // PLAN_GROUP of gemm_4bit_grouped.cl, the most its plan takes
+constexpr int64_t kPlanHead = 4;       // PLAN_HEAD: the ints before the plan's arrays
+
+// The plan's work-group: PLAN_GROUP items where the device runs that many (the kernel takes any size).
+size_t plan_group(const char* fn) {
+    size_t most = 0;
+    check(fn, "clGetKernelWorkGroupInfo",
+          clGetKernelWorkGroupInfo(kernel(fn, Program::Gemm4bitGrouped, "grouped_plan").handle, runtime(fn).device,
+                                   CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, nullptr));
+    return std::min(kPlanGroup, most);
+}
+
+// The id check of one grouped call: the plan's record {first bad pair or INT_MAX, its id}, read into this
+// object's memory by a non-blocking read that follows the call's kernels on its queue.
+class GroupedIdCheck final : public PendingCheck {
+public:
+    GroupedIdCheck(const char* fn, int64_t top_k, int64_t experts) : fn_(fn), top_k_(top_k), experts_(experts) {}
+    GroupedIdCheck(const GroupedIdCheck&) = delete;
+    GroupedIdCheck& operator=(const GroupedIdCheck&) = delete;
+    ~GroupedIdCheck() override {
+        if (event_ == nullptr) return;
+        if (!done()) clWaitForEvents(1, &event_);  // the read must not land in freed memory
+        clReleaseEvent(event_);
+    }
+    int32_t* record() { return record_; }
+    cl_event* event() { return &event_; }
+
+    bool done() override {
+        cl_int status = CL_QUEUED;
+        const cl_int err = clGetEventInfo(event_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+        status_ = err != CL_SUCCESS ? err : status;
+        return status_ <= CL_COMPLETE;  // CL_COMPLETE is 0; a negative status is an error
+    }
+    bool failed() override { return status_ < 0 || record_[0] != INT_MAX; }
+    kbit_status report() override {
+        if (status_ < 0)
+            return set_error(KBIT_STATUS_DEVICE_ERROR, fn_, "the device did not return its check of the expert ids: "
+                             "%s (%d)", error_name(status_), static_cast<int>(status_));
+        return grouped_id_error(fn_, record_[0], top_k_, record_[1], experts_);
+    }
+
+private:
+    const char* fn_;  // the exported function's name, a string literal
+    int64_t top_k_, experts_;
+    int32_t record_[2] = {INT_MAX, 0};
+    cl_event event_ = nullptr;
+    cl_int status_ = CL_QUEUED;
+};
 }  // namespace
 
 template <class T>
@@ -161,17 +215,56 @@ kbit_status torchao_dequantize(const char* fn, const uint8_t* quantized_data, co
     });
 }
 
-// The grouped (mixture-of-experts) GEMM: the shared composition of this backend's own operations
-// (kbit_grouped_device.h), byte for byte the loop of its gemm_4bit over the experts.
+// The grouped (mixture-of-experts) GEMM: gemm_4bit_grouped.cl's plan, GEMM and combine kernels on the call's
+// queue. The ids are checked on the device; the call returns once the kernels are enqueued, and an id out of
+// range is reported by the stream's next synchronize (GroupedIdCheck). The scratch buffers are released on
+// return: OpenCL keeps a buffer until the commands queued on it have finished.
 template <class T>
 kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_token, const uint8_t* B,
                               const float* absmax, const uint8_t* absmax_8bit, const float* absmax_code,
                               const float* absmax_offset, int64_t experts, int64_t N, int64_t K, int64_t blocksize,
                               QuantType qt, const int32_t* ids, int64_t tokens, int64_t top_k, const float* combine,
                               T* out, void* stream) {
-    return grouped_device::gemm_4bit_grouped<T>(fn, A, a_rows_per_token, B, absmax, absmax_8bit, absmax_code,
-                                                absmax_offset, experts, N, K, blocksize, qt, ids, tokens, top_k,
-                                                combine, out, stream);
+    return run([&] {
+        const cl_command_queue q = queue_of(fn, stream);
+        const int64_t pairs = tokens * top_k, rows = a_rows_per_token * tokens;
+        // Work-group columns, one per chosen expert; at least one (OpenCL before 2.1 refuses an empty launch).
+        const int64_t slots = std::max<int64_t>(1, std::min(experts, pairs));
+        const int64_t weights = experts * N * K, blocks = blocks_of(weights, blocksize);
+        const bool nested = absmax_8bit != nullptr, dot = K > 0;  // K = 0: zeros, no weight or activation read
+        if (static_cast<uint64_t>(slots) * static_cast<uint64_t>(N) > (uint64_t{1} << 52) / kDotGroup)
+            fail(KBIT_STATUS_DEVICE_ERROR, fn, "min(experts, tokens * top_k) * N = %lld * %lld work-groups are more "
+                 "than one launch can hold", static_cast<long long>(slots), static_cast<long long>(N));
+        const DeviceArray a = dot ? resolve_array(fn, A, rows * K, "A") : kNoArray;
+        const DeviceArray b = dot ? resolve_array(fn, B, weights / 2, "B") : kNoArray;
+        const DeviceArray scales =
+            dot ? resolve_array(fn, absmax, nested ? blocks_of(blocks, 256) : blocks, "absmax") : kNoArray;
+        const DeviceArray codes = dot && nested ? resolve_array(fn, absmax_8bit, blocks, "absmax_8bit") : kNoArray;
+        const DeviceArray table = dot && nested ? resolve_array(fn, absmax_code, 256, "absmax_code") : kNoArray;
+        const DeviceArray offset = dot && nested ? resolve_array(fn, absmax_offset, 1, "absmax_offset") : kNoArray;
+        const DeviceArray id = resolve_array(fn, ids, pairs, "ids");
+        const DeviceArray weight = combine != nullptr ? resolve_array(fn, combine, pairs, "combine") : kNoArray;
+        const DeviceArray o = resolve_array(fn, out, (combine != nullptr ? tokens : pairs) * N, "out");
+
+        const Scratch plan(fn, static_cast<size_t>(kPlanHead + 2 * slots + 1 + pairs + experts) * sizeof(int32_t));
+        const size_t group = plan_group(fn);
+        launch(fn, q, Program::Gemm4bitGrouped, "grouped_plan", group, group, id, plan.at(0), pairs, experts, slots);
+        std::optional<Scratch> y;  // the rows before the combine
+        if (combine != nullptr) y.emplace(fn, static_cast<size_t>(pairs * N) * sizeof(T));
+        launch(fn, q, Program::Gemm4bitGrouped, "grouped_gemm", static_cast<size_t>(slots * N) * kDotGroup, kDotGroup,
+               a, b, scales, codes, table, offset, plan.at(0), y ? y->at(0) : o, Elem<T>::dtype, N, K,
+               static_cast<int32_t>(blocksize), static_cast<int32_t>(qt), static_cast<int32_t>(a_rows_per_token),
+               static_cast<int32_t>(top_k), pairs, slots);
+        if (y)
+            launch(fn, q, Program::Gemm4bitGrouped, "grouped_combine", static_cast<size_t>(tokens * N), 0, y->at(0),
+                   weight, plan.at(0), o, Elem<T>::dtype, N, static_cast<int32_t>(top_k), tokens * N);
+        auto pending = std::make_unique<GroupedIdCheck>(fn, top_k, experts);
+        check(fn, "clEnqueueReadBuffer (the id check)",
+              clEnqueueReadBuffer(q, plan.buffer(), CL_FALSE, 0, sizeof(int32_t) * 2, pending->record(), 0, nullptr,
+                                  pending->event()));
+        clFlush(q);  // so that the check completes without a synchronize, and add() can drop it
+        stream_errors().add(stream, std::move(pending));
+    });
 }
 
 #define KBIT_OPENCL_4BIT(T)                                          \

@@ -3,6 +3,7 @@
 
 #include "device_memory.h"
 #include "kbit_ops_core.h"
+#include "kbit_stream_errors.h"
 #include "programs.h"
 
 namespace kbit::ops {
@@ -52,8 +53,10 @@ kbit_status memcpy(const char* fn, void* dst, const void* src, size_t bytes, int
     });
 }
 
+// Once the queue is idle, the errors its stream-ordered calls found on the device (kbit_stream_errors.h).
 kbit_status stream_synchronize(const char* fn, void* stream) {
-    return run([&] { check(fn, "clFinish", clFinish(queue_of(fn, stream))); });
+    const kbit_status s = run([&] { check(fn, "clFinish", clFinish(queue_of(fn, stream))); });
+    return s != KBIT_STATUS_SUCCESS ? s : stream_errors().take(stream);
 }
 
 }  // namespace kbit::ops

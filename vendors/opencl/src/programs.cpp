@@ -12,6 +12,7 @@ namespace kbit::opencl {
 extern const char source_common[];
 extern const char source_blockwise_4bit[];
 extern const char source_gemm_4bit[];
+extern const char source_gemm_4bit_grouped[];
 extern const char source_nested_absmax[];
 extern const char source_torchao_nf4[];
 extern const char source_blockwise_8bit[];
@@ -21,10 +22,16 @@ extern const char source_optim8_blockwise[];
 
 namespace {
 
-// By Program, in its order.
-const char* const kProgramSources[] = {source_blockwise_4bit, source_gemm_4bit, source_nested_absmax,
-                                       source_torchao_nf4, source_blockwise_8bit, source_int8,
-                                       source_optim32, source_optim8_blockwise};
+// By Program, in its order: the files after the prelude and common.cl (the second may be absent).
+const char* const kProgramSources[][2] = {{source_blockwise_4bit, nullptr},
+                                          {source_gemm_4bit, nullptr},
+                                          {source_gemm_4bit, source_gemm_4bit_grouped},
+                                          {source_nested_absmax, nullptr},
+                                          {source_torchao_nf4, nullptr},
+                                          {source_blockwise_8bit, nullptr},
+                                          {source_int8, nullptr},
+                                          {source_optim32, nullptr},
+                                          {source_optim8_blockwise, nullptr}};
 static_assert(sizeof kProgramSources / sizeof kProgramSources[0] == static_cast<size_t>(Program::Count));
 
 // "{v0, v1, ...}" with every float printed exactly (hexadecimal).
@@ -105,9 +112,10 @@ void build(Program p, Built& b) {
         return;
     }
     const std::string head = prelude();
-    const char* parts[] = {head.c_str(), source_common, kProgramSources[static_cast<size_t>(p)]};
+    const char* const* own = kProgramSources[static_cast<size_t>(p)];
+    const char* parts[] = {head.c_str(), source_common, own[0], own[1]};
     cl_int err = CL_SUCCESS;
-    b.program = clCreateProgramWithSource(rt->context, 3, parts, nullptr, &err);
+    b.program = clCreateProgramWithSource(rt->context, own[1] != nullptr ? 4 : 3, parts, nullptr, &err);
     if (err == CL_SUCCESS) err = clBuildProgram(b.program, 1, &rt->device, build_options(), nullptr, nullptr);
     if (err == CL_SUCCESS) return;
     std::string log;

@@ -3,7 +3,8 @@
 // disk), and kernel launches.
 //
 // Every program is the shared prelude (the format tables printed from the backend kit's constants, so
-// each number has one source), kernels/common.cl, then its own file. Programs are built without fast
+// each number has one source), kernels/common.cl, then its own file (the grouped GEMM's after
+// gemm_4bit.cl, whose functions it calls). Programs are built without fast
 // math, with FP_CONTRACT OFF in the sources, correctly rounded division and square root where the
 // device offers them, and denormals kept: the exact functions give the reference's bytes.
 #pragma once
@@ -16,8 +17,8 @@
 
 namespace kbit::opencl {
 
-enum class Program { Blockwise4bit, Gemm4bit, NestedAbsmax, TorchaoNf4, Blockwise8bit, Int8, Optim32,
-                     Optim8Blockwise, Count };
+enum class Program { Blockwise4bit, Gemm4bit, Gemm4bitGrouped, NestedAbsmax, TorchaoNf4, Blockwise8bit, Int8,
+                     Optim32, Optim8Blockwise, Count };
 
 // A kernel of a program, with the lock that makes setting its arguments and enqueuing it one step
 // (a cl_kernel's arguments are shared state).
