@@ -466,13 +466,15 @@ KBIT_API kbit_status kbit_dequantize_nf4_torchao_bf16(const uint8_t* quantized_d
  * @param combine          device memory, in: NULL, or tokens * top_k fp32 combine weights.
  * @param out              device memory, out: tokens * top_k * N elements of dtype without combine,
  *                         tokens * N with combine.
- * @param stream           stream to run on (NULL = default); ignored on the CPU. The device backends read
- *                         ids on the host and so far return only when the work is done.
+ * @param stream           stream to run on (NULL = default); ignored on the CPU. Device backends only
+ *                         enqueue the work: the ids are checked on the device (see @return).
  * @return KBIT_STATUS_SUCCESS (nothing is read or written when tokens, top_k or N is 0);
  *         KBIT_STATUS_INVALID_ARGUMENT for an unknown dtype or quant_type, negative or too large sizes,
  *         odd K, another blocksize, a_rows_per_token neither 1 nor top_k, a NULL required pointer, or
  *         an expert id outside [0, experts) (the message names the token, the slot and the value;
- *         checked before anything is written); KBIT_STATUS_DEVICE_ERROR.
+ *         nothing is written). A device backend finds a bad id on the device: the call returns
+ *         KBIT_STATUS_SUCCESS, writes nothing, and the next kbit_stream_synchronize(stream) returns the
+ *         error (behaviour.md §3.5); KBIT_STATUS_OUT_OF_MEMORY (device scratch); KBIT_STATUS_DEVICE_ERROR.
  * @since 4bit 1.1
  */
 KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_t a_rows_per_token,
