@@ -165,12 +165,21 @@ void engine_cases(const EngineShape& s) {
                                        nullptr, nullptr, out.p, nullptr, M, N, K, kBlocksize, KBIT_QUANT_NF4, nullptr),
               "kbit_gemm_4bit_precision int8");
     };
+    // kbit's bf16 class (behaviour.md §3.7): a bf16 matmul of the dequantized weight (vdpbf16ps where the CPU has it).
+    auto gemm_bf16 = [&](int64_t M) {
+        const size_t c = next++ % nf4.copies();
+        check(kbit_gemm_4bit_precision(KBIT_PRECISION_BF16, KBIT_DTYPE_FP32, x.p, nf4.packed[c], nf4.absmax[c], nullptr,
+                                       nullptr, nullptr, out.p, nullptr, M, N, K, kBlocksize, KBIT_QUANT_NF4, nullptr),
+              "kbit_gemm_4bit_precision bf16");
+    };
     gemv(0);
     const bool gemv_ok = checked("kbit cgemm_4bit_inference_naive_fp32 M1", s.name, relative_error(out.p, ref, N));
     gemm(kLargestM);
     const bool gemm_ok = checked("kbit cgemm_4bit_fp32 M8", s.name, relative_error(out.p, ref, kLargestM * N));
     gemm_int8(kLargestM);
     const bool int8_ok = checked("kbit int8 class M8", s.name, relative_error(out.p, ref, kLargestM * N));
+    gemm_bf16(kLargestM);
+    const bool bf16_ok = checked("kbit bf16 class M8", s.name, relative_error(out.p, ref, kLargestM * N));
 
 #ifdef KBIT_BENCH_HAVE_GGML
     using ggml_peer::Format;
@@ -232,6 +241,9 @@ void engine_cases(const EngineShape& s) {
             if (int8_ok)
                 add("kbit_nf4_int8" + ms, traffic, [&, M] { gemm_int8(M); },
                     "kbit_gemm_4bit_precision KBIT_PRECISION_INT8 NF4 blocksize 64");
+            if (bf16_ok)
+                add("kbit_nf4_bf16" + ms, traffic, [&, M] { gemm_bf16(M); },
+                    "kbit_gemm_4bit_precision KBIT_PRECISION_BF16 NF4 blocksize 64");
             add("read_nf4" + ms, traffic, [&] {
                 const size_t c = next++ % nf4.copies();
                 if ((fold_bytes(nf4.packed[c], N * K / 2) ^ fold_bytes(reinterpret_cast<const uint8_t*>(nf4.absmax[c]),

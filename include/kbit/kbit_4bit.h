@@ -36,7 +36,7 @@
 /** Major version of the 4-bit interface declared by this header. */
 #define KBIT_4BIT_VERSION_MAJOR 1
 /** Minor version of the 4-bit interface declared by this header. */
-#define KBIT_4BIT_VERSION_MINOR 2
+#define KBIT_4BIT_VERSION_MINOR 3
 
 /** Quantization type selector (passed as int32_t); values match bitsandbytes' DATA_TYPE. */
 #define KBIT_QUANT_FP4 1
@@ -46,7 +46,10 @@
 /** Precision class of kbit_gemm_4bit_precision() (passed as int32_t): exactly cgemm_4bit_<dtype>'s result.
  * @since 4bit 1.2 */
 #define KBIT_PRECISION_EXACT 0
-/* Value 1 is reserved for a bf16 class; it is rejected until an interface minor defines it. */
+/** Precision class of kbit_gemm_4bit_precision(): weights and activations rounded to bf16, their products
+ * exact, fp32 sums (behaviour.md §3.7); what a bf16 matmul of the dequantized weight computes.
+ * A backend at 4bit 1.2 rejects it. @since 4bit 1.3 */
+#define KBIT_PRECISION_BF16 1
 /** Precision class of kbit_gemm_4bit_precision(): activations cut to int8 per 32 elements, exact integer dot
  * products with the int8 levels of the weights (behaviour.md §3.6). @since 4bit 1.2 */
 #define KBIT_PRECISION_INT8 2
@@ -494,8 +497,15 @@ KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_
  *   A chunk holding an Inf or NaN makes its outputs NaN. Requires K % 32 == 0. On a backend the result
  *   does not depend on the thread count; the CPU backend gives the reference's bytes at every instruction
  *   set (behaviour.md §3.6, which also gives the error bound against the fp64 product).
- * Value 1 is reserved for a bf16 class to come; it and any other value are rejected.
- * @param precision     KBIT_PRECISION_EXACT or KBIT_PRECISION_INT8.
+ * - KBIT_PRECISION_BF16 (1, 4bit 1.3): each weight is rounded to bf16 as kbit_dequantize_4bit to bf16 rounds it
+ *   (w = RN_bf16(level * s)) and each activation to bf16 (a = RN_bf16(A[i][k])); the products a * w are exact
+ *   in fp32 and are summed in fp32 in an order the backend fixes, as vdpbf16ps does (subnormal bf16 inputs
+ *   and subnormal fp32 partial sums count as zero), then the bias is added. On a backend the result does
+ *   not depend on the thread count; the CPU backend gives the reference's bytes at every instruction set
+ *   (behaviour.md §3.7, which gives the order and the error bound against the fp64 product).
+ * Any other value is rejected, and so is KBIT_PRECISION_BF16 by a backend whose 4bit interface is 1.2
+ * (kbit_4bit_interface_version()): the message names the value and the classes that backend takes.
+ * @param precision     KBIT_PRECISION_EXACT, KBIT_PRECISION_INT8 or (from 4bit 1.3) KBIT_PRECISION_BF16.
  * @param dtype         KBIT_DTYPE_FP32, KBIT_DTYPE_FP16 or KBIT_DTYPE_BF16: element type of A, bias and out.
  * @param A             device memory, in: M * K elements of dtype.
  * @param B             device memory, in: N * K / 2 packed bytes (the row-major [N, K] weight).
@@ -513,7 +523,7 @@ KBIT_API kbit_status kbit_gemm_4bit_grouped(int32_t dtype, const void* A, int64_
  * @param quant_type    1 = FP4, any other value = NF4 (as cgemm_4bit).
  * @param stream        stream to run on (NULL = default); ignored on the CPU.
  * @return KBIT_STATUS_SUCCESS (nothing is read or written when M or N is 0); KBIT_STATUS_INVALID_ARGUMENT
- *         for an unknown precision (the message names the value) or dtype, negative or too large sizes,
+ *         for a precision the backend does not take (the message names the value) or an unknown dtype, negative or too large sizes,
  *         odd K, K not a multiple of 32 for KBIT_PRECISION_INT8 (the message names K), another blocksize,
  *         a NULL required pointer; KBIT_STATUS_DEVICE_ERROR. Nothing is written on failure.
  * @since 4bit 1.2

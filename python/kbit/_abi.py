@@ -62,7 +62,8 @@ BLOCKSIZE_MIN, BLOCKSIZE_MAX = _core_define("KBIT_BLOCKSIZE_MIN"), _core_define(
 # 8bit 1.1: the 8-bit blockwise functions of a backend at that minor take blocksizes up to this.
 BLOCKSIZE_MAX_8BIT = int(re.search(r"#define KBIT_8BIT_BLOCKSIZE_MAX (\d+)",
                                    (INCLUDE_DIR / "kbit" / "kbit_8bit.h").read_text()).group(1))
-# 4bit 1.2: kbit_gemm_4bit_precision's classes, {"exact": KBIT_PRECISION_EXACT, "int8": KBIT_PRECISION_INT8}.
+# 4bit 1.2: kbit_gemm_4bit_precision's classes, {"exact": KBIT_PRECISION_EXACT, "int8": KBIT_PRECISION_INT8}, and
+# from 4bit 1.3 "bf16": KBIT_PRECISION_BF16.
 PRECISIONS = {name.lower(): int(v) for name, v in re.findall(r"#define KBIT_PRECISION_(\w+) (\d+)",
                                                                (INCLUDE_DIR / "kbit" / "kbit_4bit.h").read_text())}
 RELEASE_VERSION = re.search(r'#define KBIT_RELEASE_VERSION_STRING "([^"]+)"',

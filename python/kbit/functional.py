@@ -28,7 +28,7 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.b
 _KBIT_DTYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 _SUFFIX = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 _QUANT_TYPE = {"fp4": 1, "nf4": 2}  # KBIT_QUANT_FP4 / KBIT_QUANT_NF4
-PRECISIONS = dict(_abi.PRECISIONS)  # gemv_4bit / gemm_4bit precision names: {"exact": 0, "int8": 2}
+PRECISIONS = dict(_abi.PRECISIONS)  # gemv_4bit / gemm_4bit precision names: {"exact": 0, "bf16": 1, "int8": 2}
 BLOCKSIZES = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1, _abi.BLOCKSIZE_MAX.bit_length()))
 # 8bit 1.1: the 8-bit blockwise blocksizes of a backend at that minor (1.0: BLOCKSIZES).
 BLOCKSIZES_8BIT = tuple(1 << e for e in range(_abi.BLOCKSIZE_MIN.bit_length() - 1,
@@ -693,7 +693,7 @@ def _weight_4bit(fn, A, state):
 
 
 def _precision(fn, precision):
-    """The KBIT_PRECISION_* value of a precision name ("exact" or "int8")."""
+    """The KBIT_PRECISION_* value of a precision name ("exact", "bf16" or "int8")."""
     _check_choice(fn, "precision", precision, tuple(PRECISIONS))
     return PRECISIONS[precision]
 
@@ -723,7 +723,9 @@ def gemv_4bit(A, B, out=None, transposed_A=False, transposed_B=False, state=None
     as there. precision (kbit addition): "exact" (default) is bitsandbytes' GEMV,
     cgemm_4bit_inference_naive_*; "int8" is kbit_gemm_4bit_precision's int8 class (4bit 1.2, behaviour.md
     §3.6: the row cut to int8 per 32 elements, integer dot products with the weights' int8 levels; K must be
-    a multiple of 32; a backend at 4bit 1.1 raises KbitError with the loader's "not implemented" message)."""
+    a multiple of 32; a backend at 4bit 1.1 raises KbitError with the loader's "not implemented" message);
+    "bf16" its bf16 class (4bit 1.3, §3.7: weights and the row rounded to bf16, exact products, fp32 sums, as
+    a bf16 matmul of the dequantized weight; a backend at 4bit 1.2 raises KbitError naming the value)."""
     fn = "gemv_4bit"
     if _precision(fn, precision) != PRECISIONS["exact"]:
         ctx, a, N, K = _weight_4bit(fn, A, state)
@@ -758,9 +760,10 @@ def gemm_4bit(A, B, state, bias=None, out=None, precision="exact"):
     given as its packed bytes B and its QuantState (kbit addition: bitsandbytes has this only as its
     op torch.ops.bitsandbytes.gemm_4bit). One call of cgemm_4bit_{fp32,fp16,bf16}: fp32 accumulation,
     nested block scales of 256-block nesting read as they are; bias has N elements of A's dtype; out has
-    A.shape[:-1] + (N,) and A's dtype. precision: "exact" (default, cgemm_4bit) or "int8", the int8 class of
+    A.shape[:-1] + (N,) and A's dtype. precision: "exact" (default, cgemm_4bit), "int8", the int8 class of
     kbit_gemm_4bit_precision (4bit 1.2, behaviour.md §3.6; K a multiple of 32; a backend at 4bit 1.1 raises
-    KbitError with the loader's "not implemented" message)."""
+    KbitError with the loader's "not implemented" message), or "bf16", its bf16 class (4bit 1.3, §3.7: any
+    even K; a backend at 4bit 1.2 raises KbitError: "precision is 1, must be ...")."""
     fn = "gemm_4bit"
     kind = _precision(fn, precision)
     ctx, a, N, K = _weight_4bit(fn, A, state)

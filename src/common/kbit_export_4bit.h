@@ -110,7 +110,7 @@ inline kbit_status gemm_4bit_grouped(const char* fn, int32_t dtype, const void* 
 }
 
 // EXACT is the backend's own cgemm_4bit operation (so the same bytes); sizes fit int once validated. Only a
-// backend at 4bit 1.2 or later defines ops::gemm_4bit_int8.
+// backend at 4bit 1.2 or later defines ops::gemm_4bit_int8, and one at 1.3 or later ops::gemm_4bit_bf16.
 #if KBIT_BACKEND_4BIT_MINOR >= 2
 inline kbit_status gemm_4bit_precision(const char* fn, int32_t precision, int32_t dtype, const void* A,
                                        const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
@@ -120,8 +120,9 @@ inline kbit_status gemm_4bit_precision(const char* fn, int32_t precision, int32_
     return checked_call(
         fn,
         [&](bool* empty) {
-            return validate_gemm_4bit_precision(fn, precision, dtype, A, B, absmax, absmax_8bit, absmax_code,
-                                                absmax_offset, out, M, N, K, blocksize, empty);
+            return validate_gemm_4bit_precision(fn, KBIT_BACKEND_4BIT_MINOR, precision, dtype, A, B, absmax,
+                                                absmax_8bit, absmax_code, absmax_offset, out, M, N, K, blocksize,
+                                                empty);
         },
         [&] {
             const QuantType qt = quant_type == KBIT_QUANT_FP4 ? QuantType::FP4 : QuantType::NF4;
@@ -130,6 +131,11 @@ inline kbit_status gemm_4bit_precision(const char* fn, int32_t precision, int32_
                 const T* a = static_cast<const T*>(A);
                 const T* b = static_cast<const T*>(bias);
                 T* o = static_cast<T*>(out);
+#if KBIT_BACKEND_4BIT_MINOR >= 3
+                if (precision == KBIT_PRECISION_BF16)
+                    return ops::gemm_4bit_bf16<T>(fn, a, B, absmax, absmax_8bit, absmax_code, absmax_offset, o, b, M,
+                                                  N, K, blocksize, qt, stream);
+#endif
                 if (precision == KBIT_PRECISION_INT8)
                     return ops::gemm_4bit_int8<T>(fn, a, B, absmax, absmax_8bit, absmax_code, absmax_offset, o, b, M,
                                                   N, K, blocksize, qt, stream);

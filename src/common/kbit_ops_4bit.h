@@ -38,6 +38,11 @@ template <class T>
 kbit_status gemm_4bit_int8(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
                            const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
                            int64_t N, int64_t K, int64_t blocksize, QuantType qt, void* stream);
+// kbit_gemm_4bit_precision's bf16 class (4bit 1.3, behaviour.md §3.7).
+template <class T>
+kbit_status gemm_4bit_bf16(const char* fn, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
+                           int64_t N, int64_t K, int64_t blocksize, QuantType qt, void* stream);
 kbit_status nested_absmax_quantize(const char* fn, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void* stream);

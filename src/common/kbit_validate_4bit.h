@@ -166,19 +166,27 @@ inline bool grouped_expert_has_slice(int64_t e, int64_t N, int64_t K, int64_t bl
     return (e * N * K) % unit == 0;
 }
 
-// kbit_gemm_4bit_precision: the precision class first (the message names the value), then dtype, then
-// cgemm_4bit's rules with 64-bit sizes (each at most 2^31 - 1, as cgemm_4bit's int), and for the int8 class
-// K % 32 == 0 (the message names K).
-inline kbit_status validate_gemm_4bit_precision(const char* fn, int32_t precision, int32_t dtype, const void* A,
-                                                const void* B, const float* absmax, const uint8_t* absmax_8bit,
-                                                const float* absmax_code, const float* absmax_offset,
-                                                const void* out, int64_t M, int64_t N, int64_t K, int64_t blocksize,
-                                                bool* empty) {
+// kbit_gemm_4bit_precision: the precision class first (the message names the value and the classes of the
+// backend's 4bit minor `minor`: 4bit 1.3 widened the argument by KBIT_PRECISION_BF16, so a backend that reports
+// 1.2 rejects it as 1.2's contract requires), then dtype, then cgemm_4bit's rules with 64-bit sizes (each at
+// most 2^31 - 1, as cgemm_4bit's int), and for the int8 class K % 32 == 0 (the message names K).
+inline kbit_status validate_gemm_4bit_precision(const char* fn, int minor, int32_t precision, int32_t dtype,
+                                                const void* A, const void* B, const float* absmax,
+                                                const uint8_t* absmax_8bit, const float* absmax_code,
+                                                const float* absmax_offset, const void* out, int64_t M, int64_t N,
+                                                int64_t K, int64_t blocksize, bool* empty) {
     constexpr int64_t kIntMax = 2147483647;
     Args a(fn);
-    a.require(precision == KBIT_PRECISION_EXACT || precision == KBIT_PRECISION_INT8,
-              "precision is %d, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)",
-              static_cast<int>(precision));
+    if (minor >= 3)
+        a.require(precision == KBIT_PRECISION_EXACT || precision == KBIT_PRECISION_BF16 ||
+                      precision == KBIT_PRECISION_INT8,
+                  "precision is %d, must be KBIT_PRECISION_EXACT (0), KBIT_PRECISION_BF16 (1) or "
+                  "KBIT_PRECISION_INT8 (2)",
+                  static_cast<int>(precision));
+    else
+        a.require(precision == KBIT_PRECISION_EXACT || precision == KBIT_PRECISION_INT8,
+                  "precision is %d, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)",
+                  static_cast<int>(precision));
     if (!a.ok()) return a.status();
     a.dtype(dtype);
     a.nonneg("M", M).at_most("M", M, kIntMax).nonneg("N", N).at_most("N", N, kIntMax);

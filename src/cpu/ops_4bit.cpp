@@ -9,9 +9,11 @@
 #include "kbit_ops_4bit.h"
 #include "kbit_validate_4bit.h"
 #include "kernels_4bit.h"
+#include "kernels_4bit_bf16.h"
 #include "kernels_4bit_int8.h"
 #include "parallel_range.h"
 #include "ref_4bit.h"
+#include "ref_4bit_bf16.h"
 #include "ref_4bit_int8.h"
 #include "tuning.h"
 
@@ -345,6 +347,47 @@ kbit_status gemm_4bit_grouped(const char* fn, const T* A, int64_t a_rows_per_tok
     return KBIT_STATUS_SUCCESS;
 }
 
+// The bf16 class (docs/behaviour.md §3.7): the activation rows rounded to bf16 once; threads split the output
+// features (on the kernel's tile), each output's sum is the kernel's alone, so the bytes do not depend on the
+// thread count. Within a thread, weight rows go in panels of about kBf16PanelBytes, each multiplied by every
+// tile of kBf16MaxRows activation rows while it is in the cache: for M <= 16 every weight is read once.
+template <class T>
+kbit_status gemm_4bit_bf16(const char*, const T* A, const uint8_t* B, const float* absmax, const uint8_t* absmax_8bit,
+                           const float* absmax_code, const float* absmax_offset, T* out, const T* bias, int64_t M,
+                           int64_t N, int64_t K, int64_t blocksize, QuantType qt, void*) {
+    constexpr int64_t kBf16PanelBytes = 256 * 1024;
+    const int64_t kp = (K + kBf16Group - 1) / kBf16Group * kBf16Group;
+    std::vector<float> restored;
+    const float* scales = K > 0 ? block_scales(absmax, absmax_8bit, absmax_code, absmax_offset,
+                                               (N * K + blocksize - 1) / blocksize, &restored)
+                                : absmax;
+    const auto& kern = cpu::bf16_dot_4bit_kernels();
+    std::vector<uint16_t> a(static_cast<size_t>(M * kp));
+    std::vector<float> sums(static_cast<size_t>(M * N), 0.0f);
+    parallel_range(M, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, K)), [&](int64_t m0, int64_t m1) {
+        ref::bf16_activation_rows(A + m0 * K, m1 - m0, K, a.data() + m0 * kp);
+    });
+    const int64_t panel_rows = std::max<int64_t>(kern.tile, kBf16PanelBytes / std::max<int64_t>(1, K / 2)) /
+                               kern.tile * kern.tile;
+    parallel_range_aligned(N, kern.tile, std::max<int64_t>(1, min_rows(K) / std::max<int64_t>(1, M)),
+                           [&](int64_t r0, int64_t r1) {
+        if (K > 0)
+            for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+                const int64_t p1 = std::min(r1, p0 + panel_rows);
+                for (int64_t m0 = 0; m0 < M; m0 += kBf16MaxRows)
+                    kern.dot_rows(a.data() + m0 * kp, static_cast<int>(std::min<int64_t>(kBf16MaxRows, M - m0)), K, B,
+                                  scales, blocksize, qt, p0, p1, sums.data() + m0 * N, N);
+            }
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = r0; j < r1; ++j) {
+                float s = sums[i * N + j];
+                if (bias != nullptr) s = s + Elem<T>::load(bias[j]);
+                out[i * N + j] = Elem<T>::store(s);
+            }
+    });
+    return KBIT_STATUS_SUCCESS;
+}
+
 kbit_status nested_absmax_quantize(const char*, const float* absmax, const float* code, uint8_t* qabsmax,
                                    float* nested_absmax, float* offset, int64_t blocks, int64_t nested_blocksize,
                                    void*) {
@@ -398,6 +441,7 @@ KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemv_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_grouped);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_int8);
+KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(gemm_4bit_bf16);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_quantize);
 KBIT_INSTANTIATE_FOR_ELEMENT_TYPES(torchao_dequantize);
 

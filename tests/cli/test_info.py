@@ -47,7 +47,7 @@ check(info["search"][-1]["source"] == "loader directory", "search ends with the 
 by_name = {c["name"]: c for c in info["candidates"]}
 good = by_name["good"]
 check(good["verdict"] == "usable" and good["score"] == 5 and good["stage"] == "probed", "good is usable, score 5")
-check(good["interfaces"]["4bit"] == {"state": "accepted", "version": "1.2", "missing": 0, "newer": 0, "message": ""},
+check(good["interfaces"]["4bit"] == {"state": "accepted", "version": "1.3", "missing": 0, "newer": 0, "message": ""},
       "good 4bit record")
 check(good["info"] == "fake backend good for the loader tests", "good info from kbit_backend_info()")
 probe0 = by_name["probe0"]
@@ -69,7 +69,7 @@ check(rc == 0 and json.loads(out) == info, "--isolate gives the same report")
 # Text mode shows reasons and per-interface messages of the same candidates.
 rc, out, _ = run("info", KBIT_BACKEND_PATH=FAKES)
 check(f"    reason:      {FAKES}/libkbit_probe0.so: kbit_backend_probe() returned 0" in out, "text reason")
-check("    4bit:        2 functions of 4bit 1.2 missing (now stubs): cdequantize_blockwise_fp32_nf4, "
+check("    4bit:        2 functions of 4bit 1.3 missing (now stubs): cdequantize_blockwise_fp32_nf4, "
       "kbit_dequantize_4bit\n" in out, "text interface message")
 check(f"  KBIT_BACKEND_PATH   {FAKES}\n" in out, "text search entry")
 

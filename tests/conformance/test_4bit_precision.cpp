@@ -1,12 +1,17 @@
-// kbit_gemm_4bit_precision (4bit 1.2, docs/behaviour.md §3.6). KBIT_PRECISION_EXACT must be cgemm_4bit_<dtype>'s
-// bytes. KBIT_PRECISION_INT8 must stay within the class's bound of the fp64 product of the dequantized weights
-// (every output checked), must be the reference's bytes on the CPU backend at every instruction set (which it
-// states), must not depend on the thread count, turns a chunk with Inf or NaN into NaN outputs of its row and
-// nothing else, and rejects bad input with its message, writing nothing. A backend at 4bit 1.1 (CUDA, OpenCL)
-// has the loader's stub instead: these cases check that it says so.
+// kbit_gemm_4bit_precision (4bit 1.2, docs/behaviour.md §3.6; its bf16 class 4bit 1.3, §3.7). KBIT_PRECISION_EXACT
+// must be cgemm_4bit_<dtype>'s bytes. KBIT_PRECISION_INT8 must stay within the class's bound of the fp64 product of
+// the dequantized weights (every output checked), must be the reference's bytes on the CPU backend at every
+// instruction set (which it states), must not depend on the thread count, turns a chunk with Inf or NaN into NaN
+// outputs of its row and nothing else, and rejects bad input with its message, writing nothing. KBIT_PRECISION_BF16
+// the same: its bound (which includes the bf16 roundings), the reference's bytes on the CPU backend, the same bytes
+// at every thread count and on every call, IEEE propagation of Inf and NaN; a backend at 4bit 1.2 rejects it with
+// the message of 1.2. A backend at 4bit 1.1 (CUDA, OpenCL) has the loader's stub instead: these cases check that it
+// says so.
 #include <cstring>
 
 #include "optim8_cases.h"  // ThreadScope
+#include "kbit_validate_4bit.h"
+#include "ref_4bit_bf16.h"
 #include "ref_4bit_int8.h"
 #include "test_4bit_util.h"
 
@@ -17,11 +22,20 @@ namespace {
 #define FN_PRECISION "[fn:kbit_gemm_4bit_precision]"
 // The int8 cases ask the backend's name: on the CPU backend they also compare bytes with the reference.
 #define FN_PRECISION_INT8 FN_PRECISION "[fn:kbit_backend_name]"
+#define FN_PRECISION_BF16 FN_PRECISION "[fn:kbit_backend_name]"
 
 template <class T> constexpr int32_t kDtype = std::is_same_v<T, float> ? KBIT_DTYPE_FP32
                                               : std::is_same_v<T, kbit_half> ? KBIT_DTYPE_FP16 : KBIT_DTYPE_BF16;
 
-bool backend_has_precision() { return KBIT_VERSION_MINOR_OF(backend().version[KBIT_INTERFACE_4BIT]) >= 2; }
+int backend_4bit_minor() { return static_cast<int>(KBIT_VERSION_MINOR_OF(backend().version[KBIT_INTERFACE_4BIT])); }
+bool backend_has_precision() { return backend_4bit_minor() >= 2; }
+bool backend_has_bf16() { return backend_4bit_minor() >= 3; }
+// The classes the message of a rejected precision lists: those of the backend's 4bit minor.
+std::string precision_message(int value) {
+    return "kbit_gemm_4bit_precision: precision is " + std::to_string(value) +
+           (backend_has_bf16() ? ", must be KBIT_PRECISION_EXACT (0), KBIT_PRECISION_BF16 (1) or KBIT_PRECISION_INT8 (2)"
+                               : ", must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)");
+}
 bool backend_is_cpu() { return std::string(backend().fns_core.kbit_backend_name()) == "cpu"; }
 
 // A backend without 4bit 1.2 answers with the loader's stub; the case ends there.
@@ -172,6 +186,64 @@ void check_int8(const Problem<T>& p) {
     if (backend_is_cpu()) CHECK(same_bytes(got, reference_int8(p)));
 }
 
+template <class T>
+std::vector<T> reference_bf16(const Problem<T>& p) {
+    std::vector<T> out(static_cast<size_t>(p.M * p.N));
+    kbit::ref::gemm_4bit_bf16(p.A.data(), p.B.data(), p.absmax.data(), p.nested ? p.q8.data() : nullptr,
+                              p.code.data(), p.offset.data(), out.data(), p.with_bias ? p.bias.data() : nullptr, p.M,
+                              p.N, p.K, p.bs, p.qt);
+    return out;
+}
+
+// The bf16 class's bound (behaviour.md §3.7) on every output, against the fp64 sum of x * w + bias with x the
+// activation as fp32 and w = fp32(level * s) the dequantized fp32 weight: with u_b = 2^-8 (bf16), u = 2^-24,
+// K_p = 32 * ceil(K / 32), S = sum |x * w|, gamma(m) = m * u / (1 - m * u),
+//   E = (2 u_b + u_b^2) * S + gamma(K_p / 16 + 5) * ((1 + u_b)^2 * S + |bias|) + 2^-125 * (K_p + sum (|x| + |w|))
+//   |y - exact| <= E + u_T * (|exact| + E) + tiny_T
+template <class T>
+void check_bf16_bound(const Problem<T>& p, const std::vector<T>& got) {
+    const double u = 0x1.0p-24, ub = 0x1.0p-8, kp = static_cast<double>((p.K + 31) / 32 * 32);
+    const double gamma = (kp / 16 + 5) * u / (1 - (kp / 16 + 5) * u);
+    for (int64_t i = 0; i < p.M; ++i)
+        for (int64_t j = 0; j < p.N; ++j) {
+            double exact = 0, S = 0, tiny = kp;
+            for (int64_t k = 0; k < p.K; ++k) {
+                const int64_t g = j * p.K + k;
+                const double w = static_cast<float>(p.lut()[kbit::nibble_at(p.B.data(), g)] * p.scale(g / p.bs));
+                const double x = kbit::Elem<T>::load(p.A[i * p.K + k]);
+                exact += x * w;
+                S += std::fabs(x * w);
+                tiny += std::fabs(x) + std::fabs(w);
+            }
+            const double b = p.with_bias ? double(kbit::Elem<T>::load(p.bias[j])) : 0.0;
+            exact += b;
+            const double e = (2 * ub + ub * ub) * S + gamma * ((1 + ub) * (1 + ub) * S + std::fabs(b)) + 0x1.0p-125 * tiny;
+            const double bound = e + unit_roundoff<T>() * (std::fabs(exact) + e) + tiny_step<T>();
+            const double y = kbit::Elem<T>::load(got[i * p.N + j]);
+            INFO("row " << i << " output " << j << " got " << y << " exact " << exact << " bound " << bound);
+            REQUIRE(std::fabs(y - exact) <= bound);
+        }
+}
+
+// The bf16 class on one problem: within the bound, and on the CPU backend the reference's bytes.
+template <class T>
+void check_bf16(const Problem<T>& p) {
+    std::vector<T> got;
+    require_ok(precision_call(p, KBIT_PRECISION_BF16, &got), "kbit_gemm_4bit_precision");
+    check_bf16_bound(p, got);
+    if (backend_is_cpu()) CHECK(same_bytes(got, reference_bf16(p)));
+}
+
+// A backend at 4bit 1.2 rejects the bf16 class with 1.2's message; the case ends there.
+bool skip_without_bf16() {
+    if (skip_without_precision()) return true;
+    if (backend_has_bf16()) return false;
+    const Problem<float> p(2, 8, 64, 64, KBIT_QUANT_NF4, false, false, 5);
+    std::vector<float> got;
+    check_invalid(precision_call(p, KBIT_PRECISION_BF16, &got), precision_message(KBIT_PRECISION_BF16));
+    return true;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("4bit precision: EXACT is cgemm_4bit's bytes", "[4bit][precision]" FN_PRECISION
@@ -285,7 +357,8 @@ TEST_CASE("4bit precision: the int8 levels are round(127 * level)", "[4bit][prec
 
 TEST_CASE("4bit precision: K = 0 gives the bias, M = 0 or N = 0 touches nothing", "[4bit][precision]" FN_PRECISION) {
     if (skip_without_precision()) return;
-    for (int32_t precision : {KBIT_PRECISION_EXACT, KBIT_PRECISION_INT8}) {
+    for (int32_t precision : {KBIT_PRECISION_EXACT, KBIT_PRECISION_BF16, KBIT_PRECISION_INT8}) {
+        if (precision == KBIT_PRECISION_BF16 && !backend_has_bf16()) continue;
         const float bias[3] = {1.5f, -2.0f, 0.25f};
         DeviceBuffer<float> dbias(std::vector<float>(bias, bias + 3)), out(std::vector<float>(6, 9.0f));
         require_ok(backend().fns_4bit.kbit_gemm_4bit_precision(precision, KBIT_DTYPE_FP32, nullptr, nullptr, nullptr,
@@ -316,12 +389,15 @@ TEST_CASE("4bit precision: bad input gets its message and writes nothing", "[4bi
                                                            nullptr, M, N, K, bs, KBIT_QUANT_NF4, nullptr);
     };
     const auto F = KBIT_DTYPE_FP32;
-    check_invalid(call(1, F, dA.get(), dB.get(), dabs.get(), out.get(), 2, 8, 64, 64),
-                  fn + "precision is 1, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)");
-    check_invalid(call(3, F, dA.get(), dB.get(), dabs.get(), out.get(), 2, 8, 64, 64),
-                  fn + "precision is 3, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)");
-    check_invalid(call(-1, F, dA.get(), dB.get(), dabs.get(), out.get(), 0, 0, 0, 64),
-                  fn + "precision is -1, must be KBIT_PRECISION_EXACT (0) or KBIT_PRECISION_INT8 (2)");
+    if (!backend_has_bf16())
+        check_invalid(call(KBIT_PRECISION_BF16, F, dA.get(), dB.get(), dabs.get(), out.get(), 2, 8, 64, 64),
+                      precision_message(1));
+    check_invalid(call(3, F, dA.get(), dB.get(), dabs.get(), out.get(), 2, 8, 64, 64), precision_message(3));
+    check_invalid(call(-1, F, dA.get(), dB.get(), dabs.get(), out.get(), 0, 0, 0, 64), precision_message(-1));
+    // The bf16 class has the exact class's rules: any even K.
+    check_invalid(call(backend_has_bf16() ? KBIT_PRECISION_BF16 : KBIT_PRECISION_EXACT, F, dA.get(), dB.get(),
+                       dabs.get(), out.get(), 2, 8, 63, 64),
+                  fn + "K is 63, must be even");
     check_invalid(call(KBIT_PRECISION_INT8, F, dA.get(), dB.get(), dabs.get(), out.get(), 2, 4, 48, 64),
                   fn + "K is 48, must be a multiple of 32 for KBIT_PRECISION_INT8");
     check_invalid(call(KBIT_PRECISION_INT8, F, dA.get(), dB.get(), dabs.get(), out.get(), 0, 4, 48, 64),
@@ -346,4 +422,112 @@ TEST_CASE("4bit precision: bad input gets its message and writes nothing", "[4bi
                                                               64, KBIT_QUANT_NF4, nullptr),
                   fn + "absmax_code is NULL");
     CHECK(same_bytes(out.download(), fill));
+}
+
+TEMPLATE_TEST_CASE("4bit precision: BF16 within its bound of fp64 at every blocksize, plain and nested",
+                   "[4bit][precision]" FN_PRECISION_BF16, float, kbit_half, kbit_bf16) {
+    using T = TestType;
+    if (skip_without_bf16()) return;
+    // K = 96: blocks cross rows for every blocksize > 32; K = 38 and 70: a last group of 6 elements and groups of
+    // 32 that cross blocks (K % 32 != 0); K = 512: rows start blocks up to 512.
+    for (int32_t qt : {KBIT_QUANT_NF4, KBIT_QUANT_FP4})
+        for (bool nested : {false, true})
+            for (int64_t bs : kBlocksizes)
+                for (int64_t K : {38, 70, 96, 512})
+                    DYNAMIC_SECTION(kbit::Elem<T>::name << " qt " << qt << (nested ? " nested" : " plain") << " bs "
+                                                        << bs << " K " << K) {
+                        check_bf16(Problem<T>(3, 37, K, bs, qt, nested, true, static_cast<uint32_t>(bs + K + qt)));
+                    }
+}
+
+TEMPLATE_TEST_CASE("4bit precision: BF16 for M = 1 .. 17, 33 and odd N", "[4bit][precision]" FN_PRECISION_BF16,
+                   float, kbit_half, kbit_bf16) {
+    using T = TestType;
+    if (skip_without_bf16()) return;
+    // Every tile height of the kernels (1 .. 16), a tile of 16 and one of 1, three tiles; N = 37 leaves partial
+    // tiles of weight rows.
+    for (int32_t qt : {KBIT_QUANT_NF4, KBIT_QUANT_FP4})
+        for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33})
+            for (int64_t N : {1, 37})
+                DYNAMIC_SECTION(kbit::Elem<T>::name << " qt " << qt << " M " << M << " N " << N) {
+                    check_bf16(Problem<T>(M, N, 512, 64, qt, M % 2 == 1, N != 1, static_cast<uint32_t>(M * 7 + N)));
+                }
+}
+
+TEST_CASE("4bit precision: BF16 is the same on every call and at 1, 2 and 3 threads", "[4bit][precision]" FN_PRECISION) {
+    if (skip_without_bf16()) return;
+    // 4099 output rows: threads split them on the kernel's tile, never inside a sum.
+    for (int64_t M : {1, 5, 20}) {
+        INFO("M " << M);
+        const Problem<float> p(M, 4099, 256, 128, KBIT_QUANT_NF4, M == 5, true, 99);
+        std::vector<float> first, again;
+        {
+            ThreadScope threads(1);
+            require_ok(precision_call(p, KBIT_PRECISION_BF16, &first), "one thread");
+            require_ok(precision_call(p, KBIT_PRECISION_BF16, &again), "one thread again");
+            CHECK(same_bytes(first, again));
+        }
+        for (int n : {2, 3}) {
+            ThreadScope threads(n);
+            require_ok(precision_call(p, KBIT_PRECISION_BF16, &again), "threads");
+            CHECK(same_bytes(first, again));
+        }
+    }
+}
+
+TEST_CASE("4bit precision: BF16 with Inf, NaN, subnormals and underflowing products", "[4bit][precision]" FN_PRECISION_BF16) {
+    if (skip_without_bf16()) return;
+    Problem<float> p(6, 19, 128, 64, KBIT_QUANT_NF4, false, false, 3);
+    p.A[0 * 128 + 40] = std::numeric_limits<float>::quiet_NaN();   // row 0: NaN everywhere
+    p.A[1 * 128 + 100] = std::numeric_limits<float>::infinity();   // row 1: +-Inf, or NaN where its weight is 0
+    for (int k = 0; k < 128; ++k) p.A[2 * 128 + k] = (k % 3 - 1) * 1e-40f;  // row 2: subnormal (read as zero)
+    for (int k = 0; k < 128; ++k) p.A[3 * 128 + k] *= 1e-20f;               // row 3: products near and below 2^-126
+    for (int k = 0; k < 128; ++k) p.A[4 * 128 + k] *= 3e-18f;
+    std::vector<float> got;
+    require_ok(precision_call(p, KBIT_PRECISION_BF16, &got), "kbit_gemm_4bit_precision");
+    for (int64_t j = 0; j < p.N; ++j) {
+        INFO("output " << j);
+        CHECK(std::isnan(got[0 * p.N + j]));
+        const int nib = kbit::nibble_at(p.B.data(), j * 128 + 100);
+        if (kbit::kNf4Values[nib] == 0.0f) CHECK(std::isnan(got[1 * p.N + j]));
+        else CHECK(!std::isfinite(got[1 * p.N + j]));
+        CHECK(got[2 * p.N + j] == 0.0f);
+    }
+    // Rows 2 .. 5 within the bound (rows 0 and 1 cut off).
+    Problem<float> finite = p;
+    finite.M = 4;
+    finite.A.erase(finite.A.begin(), finite.A.begin() + 2 * 128);
+    check_bf16_bound(finite, std::vector<float>(got.begin() + 2 * p.N, got.end()));
+    if (backend_is_cpu()) {
+        const auto ref = reference_bf16(p);
+        for (size_t i = 0; i < got.size(); ++i) {
+            INFO("element " << i);
+            if (std::isnan(ref[i])) CHECK(std::isnan(got[i]));
+            else CHECK(std::memcmp(&got[i], &ref[i], 4) == 0);
+        }
+    }
+}
+
+TEST_CASE("4bit precision: BF16 with tiny block scales (subnormal weights, flushed lanes)", "[4bit][precision]" FN_PRECISION_BF16) {
+    if (skip_without_bf16()) return;
+    // Scales near 2^-126: some weights are subnormal (read as zero), sums cross the subnormal range.
+    Problem<float> p(3, 23, 256, 32, KBIT_QUANT_FP4, false, true, 11);
+    for (size_t b = 0; b < p.absmax.size(); ++b) p.absmax[b] = std::ldexp(1.0f + (b % 7) / 8.0f, -120 - static_cast<int>(b % 12));
+    for (auto& x : p.A) x *= 4.0f;
+    for (auto& b : p.bias) b *= 1e-37f;
+    check_bf16(p);
+}
+
+TEST_CASE("4bit precision: a backend at 4bit 1.2 rejects KBIT_PRECISION_BF16 by its minor", "[4bit][precision][errors]") {
+    // The shared check (kbit_validate_4bit.h) that every backend's export runs, at the minors 1.2 and 1.3.
+    const uint8_t b = 0;
+    const float f = 0.0f;
+    bool empty = false;
+    for (int minor : {2, 3}) {
+        INFO("minor " << minor);
+        const kbit_status s = kbit::validate_gemm_4bit_precision("kbit_gemm_4bit_precision", minor, KBIT_PRECISION_BF16,
+                                                                 KBIT_DTYPE_FP32, &f, &b, &f, nullptr, nullptr,
+                                                                 nullptr, &f, 1, 1, 2, 64, &empty);
+        CHECK(s == (minor >= 3 ? KBIT_STATUS_SUCCESS : KBIT_STATUS_INVALID_ARGUMENT));
+    }
 }

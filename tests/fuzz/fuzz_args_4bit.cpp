@@ -118,9 +118,9 @@ void grouped(Call& c, decltype(&kbit_gemm_4bit_grouped) f) {
 }
 
 // kbit_gemm_4bit_precision: cgemm_4bit's buffers with a dtype selector and 64-bit sizes; the int8 class
-// also needs K % 32 == 0.
+// also needs K % 32 == 0, the bf16 class (4bit 1.3, the fuzzed CPU backend's minor) has the exact class's rules.
 void precision(Call& c, decltype(&kbit_gemm_4bit_precision) f) {
-    const int32_t prec = c.selector("precision", {KBIT_PRECISION_EXACT, KBIT_PRECISION_INT8});
+    const int32_t prec = c.selector("precision", {KBIT_PRECISION_EXACT, KBIT_PRECISION_BF16, KBIT_PRECISION_INT8});
     const int32_t dtype = c.selector("dtype", {KBIT_DTYPE_FP32, KBIT_DTYPE_FP16, KBIT_DTYPE_BF16});
     const int64_t M = c.i64("M"), N = c.i64("N"), K = c.i64("K"), bs = c.i64("blocksize");
     const int32_t qt = c.i32("quant_type");
@@ -132,7 +132,8 @@ void precision(Call& c, decltype(&kbit_gemm_4bit_precision) f) {
     const void* bias = dtype_buf(c, "bias", Role::In, dtype, Sz(N));
     void* stream = c.stream();
     constexpr int64_t kIntMax = 2147483647;
-    const bool bad = (prec != KBIT_PRECISION_EXACT && prec != KBIT_PRECISION_INT8) || !valid_dtype(dtype) || M < 0 ||
+    const bool bad = (prec != KBIT_PRECISION_EXACT && prec != KBIT_PRECISION_BF16 && prec != KBIT_PRECISION_INT8) ||
+                     !valid_dtype(dtype) || M < 0 ||
                      M > kIntMax || N < 0 || N > kIntMax || K < 0 || K > kIntMax || !is_blocksize(bs) || K % 2 != 0 ||
                      (prec == KBIT_PRECISION_INT8 && K % 32 != 0);
     const bool empty = !bad && (M == 0 || N == 0);

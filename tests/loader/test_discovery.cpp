@@ -320,9 +320,9 @@ TEST_CASE_METHOD(Scenario, "discovery: files and directories others may write, a
         CHECK(std::string(rep.at(1).path) == link);
     }
     const std::string out = err.finish();
-    CHECK_THAT(out, Catch::Contains("probe score 5; interfaces: core 1.0, 4bit 1.2, 8bit 1.0, optim8 1.0\n"
+    CHECK_THAT(out, Catch::Contains("probe score 5; interfaces: core 1.0, 4bit 1.3, 8bit 1.0, optim8 1.0\n"
                                     "  warning: " + warn_dir + "\n  warning: " + warn_file + "\n"));
-    CHECK_THAT(out, Catch::Contains("probe score 50; interfaces: core 1.0, 4bit 1.2, 8bit 1.0, optim8 1.0\n"
+    CHECK_THAT(out, Catch::Contains("probe score 50; interfaces: core 1.0, 4bit 1.3, 8bit 1.0, optim8 1.0\n"
                                     "  target: " + target + "\n  warning: " + warn_target + "\n"));
 
     env.unset("KBIT_LOADER_DEBUG");
@@ -353,12 +353,12 @@ TEST_CASE_METHOD(Scenario, "discovery: KBIT_LOADER_DEBUG prints every candidate,
     const std::string expected =
         "kbit loader: search: loader directory " + dir.path() + "\n" +
         "kbit loader: candidate good (" + good + ", loader directory): usable, reached stage 'probed', probe score 5; "
-        "interfaces: core 1.0, 4bit 1.2, 8bit 1.0, optim8 1.0\n" +
+        "interfaces: core 1.0, 4bit 1.3, 8bit 1.0, optim8 1.0\n" +
         "kbit loader: candidate major2 (" + major2 + ", loader directory): usable, reached stage 'probed', probe score 5; "
         "interfaces: core 1.0, 4bit 2.0 rejected, 8bit 1.0, optim8 absent\n" +
-        "  4bit: " + major2 + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.2)\n" +
+        "  4bit: " + major2 + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.3)\n" +
         "kbit loader: candidate probe0 (" + probe0 + ", loader directory): rejected, reached stage 'probed', probe score 0; "
-        "interfaces: core 1.0, 4bit 1.2, 8bit 1.0, optim8 1.0\n" +
+        "interfaces: core 1.0, 4bit 1.3, 8bit 1.0, optim8 1.0\n" +
         "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)\n" +
         "kbit loader: default: good (" + good + "), probe score 5, the highest of 2 usable candidates\n";
     CHECK(err.finish() == expected);
@@ -368,7 +368,7 @@ TEST_CASE_METHOD(Scenario, "discovery: KBIT_LOADER_DEBUG prints every candidate,
     Opened o = open_backend(l, "probe0");
     CHECK(open_err.finish() ==
           "kbit loader: candidate probe0 (" + probe0 + ", loader directory): rejected, reached stage 'probed', probe score 0; "
-          "interfaces: core 1.0, 4bit 1.2, 8bit 1.0, optim8 1.0\n" +
+          "interfaces: core 1.0, 4bit 1.3, 8bit 1.0, optim8 1.0\n" +
           "  reason: " + probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)\n");
     StderrCapture first_use;
     CHECK(std::string(l.sym<const char* (*)(void)>("kbit_backend_name")()) == "good");

@@ -89,7 +89,7 @@ TEST_CASE_METHOD(Scenario, "isolate: kbit_loader_discover() with KBIT_LOADER_ISO
     CHECK(g->score == 5);
     const kbit_loader_interface_record* g4 = l.api.kbit_loader_candidate_interface(g, KBIT_INTERFACE_4BIT);
     CHECK(g4->state == KBIT_INTERFACE_ACCEPTED);
-    CHECK(g4->version == KBIT_MAKE_VERSION(1, 2));
+    CHECK(g4->version == KBIT_MAKE_VERSION(1, 3));
     CHECK(std::string(at(5)->reason) == probe0 + ": kbit_backend_probe() returned 0: the backend cannot run on this machine (it says: fake backend probe0 for the loader tests)");
     CHECK(at(5)->score == 0);
     CHECK(l.api.kbit_loader_report_default(r) == g);

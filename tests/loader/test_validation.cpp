@@ -77,7 +77,7 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
     CHECK(c->score == 5);
     CHECK(std::string(c->reason).empty());
     const size_t counts[] = {std::size(kCore), std::size(k4bit), std::size(k8bit), std::size(kOptim8)};
-    // The loader's own minors are its headers' (4bit 1.2, 8bit 1.1); the fake backend is at 4bit 1.2 and
+    // The loader's own minors are its headers' (4bit 1.3, 8bit 1.1); the fake backend is at 4bit 1.3 and
     // 1.0 for the others (8bit 1.0 is an older minor).
     const uint32_t loader_minors[] = {KBIT_CORE_VERSION_MINOR, KBIT_4BIT_VERSION_MINOR, KBIT_8BIT_VERSION_MINOR,
                                       KBIT_OPTIM8_VERSION_MINOR};
@@ -87,7 +87,7 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
         CHECK(r.size == sizeof(kbit_loader_interface_record));
         CHECK(r.interface_id == i);
         CHECK(r.state == KBIT_INTERFACE_ACCEPTED);
-        CHECK(r.version == KBIT_MAKE_VERSION(1, i == KBIT_INTERFACE_4BIT ? 2 : 0));
+        CHECK(r.version == KBIT_MAKE_VERSION(1, i == KBIT_INTERFACE_4BIT ? 3 : 0));
         CHECK(r.loader_version == KBIT_MAKE_VERSION(1, loader_minors[i]));
         CHECK(r.function_count == counts[i]);
         CHECK(r.missing_count == 0);
@@ -109,7 +109,7 @@ TEST_CASE_METHOD(Scenario, "validation: a complete backend yields tables of its 
     CHECK(t4->size == sizeof(kbit_4bit_table));
     CHECK(t8->size == sizeof(kbit_8bit_table));
     CHECK(o8->size == sizeof(kbit_optim8_table));
-    CHECK(t4->version == KBIT_MAKE_VERSION(1, 2));
+    CHECK(t4->version == KBIT_MAKE_VERSION(1, 3));
     CHECK(KBIT_TABLE_HAS(kbit_4bit_table, t4, kbit_dequantize_nf4_torchao_bf16));
     CHECK(KBIT_TABLE_HAS(kbit_4bit_table, t4, kbit_gemm_4bit_grouped));
 
@@ -146,7 +146,7 @@ TEST_CASE_METHOD(Scenario, "validation: an interface of another major is rejecte
                  "[validation]") {
     kbit_backend* const b = open_ok(*this, "major2");
     const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
-    const std::string why = path + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.2)";
+    const std::string why = path + ": 4bit interface version 2.0 rejected: this loader expects major 1 (it implements 4bit 1.3)";
     CHECK(r4.state == KBIT_INTERFACE_REJECTED);
     CHECK(r4.version == KBIT_MAKE_VERSION(2, 0));
     CHECK(std::string(r4.message) == why);
@@ -212,7 +212,7 @@ TEST_CASE_METHOD(Scenario, "validation: missing functions become stubs that name
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
     CHECK(r4.missing_count == 2);
     CHECK(std::string(r4.message) ==
-          "2 functions of 4bit 1.2 missing (now stubs): cdequantize_blockwise_fp32_nf4, kbit_dequantize_4bit");
+          "2 functions of 4bit 1.3 missing (now stubs): cdequantize_blockwise_fp32_nf4, kbit_dequantize_4bit");
     const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
     const kbit_core_table* core = l.api.kbit_loader_core_table(b);
     REQUIRE(t4 != nullptr);
@@ -341,7 +341,7 @@ TEST_CASE_METHOD(Scenario, "validation: only symbols the backend file defines co
     const kbit_loader_interface_record& r4 = iface(l, b, KBIT_INTERFACE_4BIT);
     CHECK(r4.missing_count == 1);
     CHECK_THAT(std::string(r4.message),
-               Catch::StartsWith("1 function of 4bit 1.2 missing (now stubs): cquantize_blockwise_fp32_nf4 (defined only by ") &&
+               Catch::StartsWith("1 function of 4bit 1.3 missing (now stubs): cquantize_blockwise_fp32_nf4 (defined only by ") &&
                    Catch::EndsWith("/libkbit.so)"));
     const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(b);
     CHECK(call_with_zeros(t4->cquantize_blockwise_fp32_nf4) == KBIT_STATUS_NOT_IMPLEMENTED);
@@ -379,11 +379,11 @@ TEST_CASE_METHOD(Scenario, "validation: bad arguments of the loader API", "[vali
 
 TEST_CASE_METHOD(Sandbox, "validation: a backend of an older minor gets stubs for the newer functions",
                  "[validation]") {
-    // kbit_next is a loader of a made-up 4-bit 1.3 with one extra function, kbit_next_minor_test_fn.
-    const std::string good = dir.add(fake("good"));        // 4-bit 1.2: older than the loader
+    // kbit_next is a loader of a made-up 4-bit 1.4 with one extra function, kbit_next_minor_test_fn.
+    const std::string good = dir.add(fake("good"));        // 4-bit 1.3: older than the loader
     const std::string newer = dir.add(fake("newminor"));   // 4-bit 1.7: should have it, but lacks it
     Loader l(dir.path(), KBIT_TEST_NEXT_LOADER);
-    CHECK(l.sym<uint32_t (*)(void)>("kbit_4bit_interface_version")() == KBIT_MAKE_VERSION(1, 3));
+    CHECK(l.sym<uint32_t (*)(void)>("kbit_4bit_interface_version")() == KBIT_MAKE_VERSION(1, 4));
     using NextFn = kbit_status (*)(int32_t);
     auto next_member = [](const kbit_4bit_table* t) {
         return *reinterpret_cast<const NextFn*>(reinterpret_cast<const char*>(t) + sizeof(kbit_4bit_table));
@@ -393,18 +393,18 @@ TEST_CASE_METHOD(Sandbox, "validation: a backend of an older minor gets stubs fo
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
     const kbit_loader_interface_record& r4 = iface(l, o.backend, KBIT_INTERFACE_4BIT);
     CHECK(r4.state == KBIT_INTERFACE_ACCEPTED);
-    CHECK(r4.version == KBIT_MAKE_VERSION(1, 2));
-    CHECK(r4.loader_version == KBIT_MAKE_VERSION(1, 3));
+    CHECK(r4.version == KBIT_MAKE_VERSION(1, 3));
+    CHECK(r4.loader_version == KBIT_MAKE_VERSION(1, 4));
     CHECK(r4.function_count == std::size(k4bit) + 1);
     CHECK(r4.newer_count == 1);
     CHECK(r4.missing_count == 0);
     const kbit_4bit_table* t4 = l.api.kbit_loader_4bit_table(o.backend);
     REQUIRE(t4 != nullptr);
     CHECK(t4->size == sizeof(kbit_4bit_table) + sizeof(void*));
-    CHECK(t4->version == KBIT_MAKE_VERSION(1, 2));
+    CHECK(t4->version == KBIT_MAKE_VERSION(1, 3));
     CHECK(next_member(t4)(7) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend good (" + good +
-                                "), whose 4bit interface is 1.2 (kbit_next_minor_test_fn is 4bit 1.3)");
+                                "), whose 4bit interface is 1.3 (kbit_next_minor_test_fn is 4bit 1.4)");
     CHECK(call_with_zeros(t4->cquantize_blockwise_fp16_fp4) == KBIT_STATUS_SUCCESS);
     l.api.kbit_loader_close(o.backend);
 
@@ -418,7 +418,7 @@ TEST_CASE_METHOD(Sandbox, "validation: a backend of an older minor gets stubs fo
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend newminor (" + newer + ")");
     l.api.kbit_loader_close(o.backend);
 
-    // A 1.3 backend provides it; a 1.2 backend that defines it anyway does not (only its minor counts).
+    // A 1.4 backend provides it; a 1.3 backend that defines it anyway does not (only its minor counts).
     const std::string next = dir.add(fake("nextminor"));
     o = open_backend(l, next.c_str());
     REQUIRE(o.status == KBIT_STATUS_SUCCESS);
@@ -433,16 +433,16 @@ TEST_CASE_METHOD(Sandbox, "validation: a backend of an older minor gets stubs fo
     CHECK(iface(l, o.backend, KBIT_INTERFACE_4BIT).newer_count == 1);
     CHECK(next_member(l.api.kbit_loader_4bit_table(o.backend))(7) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend aheadfn (" + ahead +
-                                "), whose 4bit interface is 1.2 (kbit_next_minor_test_fn is 4bit 1.3)");
+                                "), whose 4bit interface is 1.3 (kbit_next_minor_test_fn is 4bit 1.4)");
     l.api.kbit_loader_close(o.backend);
     std::remove(ahead.c_str());
 
-    // The trampoline of the newer function, with the 1.2 backend as the default.
+    // The trampoline of the newer function, with the 1.3 backend as the default.
     std::remove(newer.c_str());
     auto trampoline = l.sym<NextFn>("kbit_next_minor_test_fn");
     CHECK(trampoline(1) == KBIT_STATUS_NOT_IMPLEMENTED);
     CHECK(l.last_error() == "kbit_next_minor_test_fn: not implemented by backend good (" + good +
-                                "), whose 4bit interface is 1.2 (kbit_next_minor_test_fn is 4bit 1.3)");
+                                "), whose 4bit interface is 1.3 (kbit_next_minor_test_fn is 4bit 1.4)");
 }
 
 TEST_CASE_METHOD(Scenario, "validation: string functions that return NULL reach no caller as NULL", "[validation]") {

@@ -68,8 +68,9 @@ def test_named_backend_uses_its_tables():
     lib = kbit.load("cpu")
     assert not lib.trampolines
     assert lib.name == "cpu" and os.path.basename(lib.path) == "libkbit_cpu.so"
-    # 4bit 1.1: kbit_gemm_4bit_grouped, 1.2: kbit_gemm_4bit_precision; 8bit 1.1: blocksizes to 16384
-    assert lib.versions["4bit"] == (1, 2) and lib.versions["8bit"] == (1, 1)
+    # 4bit 1.1: kbit_gemm_4bit_grouped, 1.2: kbit_gemm_4bit_precision, 1.3: its bf16 class; 8bit 1.1: blocksizes
+    # to 16384
+    assert lib.versions["4bit"] == (1, 3) and lib.versions["8bit"] == (1, 1)
     assert lib.backend_versions == lib.versions
     assert lib.backend_name() == "cpu"
     assert kbit.load(lib.path) is not lib  # another handle for the path spelling, same file
