@@ -84,6 +84,18 @@ void gemm_rows(const GemmPlan& plan, const float* prepared, int M, int K, const 
                            r0, r1, sums, ldo);
 }
 
+// out[i][j] = RN_T(sums[i][j] + bias[j]) for the M rows and output features j in [r0, r1) (the add only
+// when bias != NULL): the last step of every class.
+template <class T>
+void store_outputs(const float* sums, const T* bias, T* out, int64_t M, int64_t N, int64_t r0, int64_t r1) {
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = r0; j < r1; ++j) {
+            float s = sums[i * N + j];
+            if (bias != nullptr) s += Elem<T>::load(bias[j]);
+            out[i * N + j] = Elem<T>::store(s);
+        }
+}
+
 }  // namespace
 }  // namespace kbit::cpu
 
@@ -148,12 +160,7 @@ kbit_status gemm_4bit(const char*, const T* A, const uint8_t* B, const float* ab
     parallel_workers(N, std::max<int64_t>(1, min_rows(K) / std::max(1, M)), [&](int64_t r0, int64_t r1, int64_t w) {
         gemm_rows(plan, prepared.data(), M, K, B, scales, blocksize, qt, r0, r1, sums.data(), N,
                   panel.data() + w * plan.panel_floats);
-        for (int i = 0; i < M; ++i)
-            for (int64_t j = r0; j < r1; ++j) {
-                float s = sums[static_cast<size_t>(i) * N + j];
-                if (bias != nullptr) s += Elem<T>::load(bias[j]);
-                out[static_cast<size_t>(i) * N + j] = Elem<T>::store(s);
-            }
+        store_outputs(sums.data(), bias, out, M, N, r0, r1);
     });
     return KBIT_STATUS_SUCCESS;
 }
@@ -200,12 +207,7 @@ kbit_status gemm_4bit_int8(const char*, const T* A, const uint8_t* B, const floa
                              p0, p1, sums.data() + m0 * N, N);
                 }
             }
-        for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = r0; j < r1; ++j) {
-                float s = sums[i * N + j];
-                if (bias != nullptr) s = s + Elem<T>::load(bias[j]);
-                out[i * N + j] = Elem<T>::store(s);
-            }
+        store_outputs(sums.data(), bias, out, M, N, r0, r1);
     });
     return KBIT_STATUS_SUCCESS;
 }
@@ -378,12 +380,7 @@ kbit_status gemm_4bit_bf16(const char*, const T* A, const uint8_t* B, const floa
                     kern.dot_rows(a.data() + m0 * kp, static_cast<int>(std::min<int64_t>(kBf16MaxRows, M - m0)), K, B,
                                   scales, blocksize, qt, p0, p1, sums.data() + m0 * N, N);
             }
-        for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = r0; j < r1; ++j) {
-                float s = sums[i * N + j];
-                if (bias != nullptr) s = s + Elem<T>::load(bias[j]);
-                out[i * N + j] = Elem<T>::store(s);
-            }
+        store_outputs(sums.data(), bias, out, M, N, r0, r1);
     });
     return KBIT_STATUS_SUCCESS;
 }
