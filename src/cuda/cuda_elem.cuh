@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "host_align.h"
 #include "kbit_formats.h"
 #include "kbit_half.h"
 #include "kbit_nan_x86.h"
@@ -49,7 +50,6 @@ __device__ __forceinline__ void store16(void* p, uint4 v) { *static_cast<uint4*>
 __device__ __forceinline__ bool aligned(const void* p, unsigned bytes) {
     return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
-inline bool host_aligned(const void* p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
 
 // Eight consecutive elements as floats from one 16-byte (16-bit types) or two (fp32) vector loads;
 // `p` must be 16-byte aligned.

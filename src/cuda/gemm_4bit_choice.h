@@ -6,18 +6,18 @@
 
 #include <cstdint>
 
+#include "host_align.h"
+
 namespace kbit::cuda {
 
 constexpr int kSkinnyRows = 4;          // weight rows per CTA of the skinny body
 constexpr int kSkinnyMaxThreads = 128;  // its largest CTA
 constexpr int kSkinnyMaxM = 4;          // its most activation rows
 
-inline bool aligned_to(const void* p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
-
 // Whether the skinny body takes an M-row product of A (M x K) and W (rows of row_elems nibbles): 128-bit
 // loads of 32-element chunks need K and the row stride multiples of 32 and A and W 16-byte aligned.
 inline bool skinny_fits(int64_t M, int64_t K, int64_t row_elems, const void* A, const void* W) {
-    return M <= kSkinnyMaxM && K % 32 == 0 && row_elems % 32 == 0 && aligned_to(A, 16) && aligned_to(W, 16);
+    return M <= kSkinnyMaxM && K % 32 == 0 && row_elems % 32 == 0 && host_aligned(A, 16) && host_aligned(W, 16);
 }
 
 // Threads per CTA of the skinny body: whole warps, one 32-element chunk per thread and step.
